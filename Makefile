@@ -1,0 +1,56 @@
+# zklock: build the C module for Lua 5.4 and LuaJIT, install Debian
+# packages, run the specs, the demo and the benchmarks.
+LUA54_INC  ?= /usr/include/lua5.4
+LUAJIT_INC ?= /usr/include/luajit-2.1
+CC         ?= cc
+CFLAGS     ?= -O2 -g
+WARN        = -Wall -Wextra -Wmissing-prototypes -Wstrict-prototypes -Wshadow
+ZK_CFLAGS   = -DTHREADED -D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden
+LIBS        = -lzookeeper_mt -lpthread
+
+SRC  = src/core.c src/lclient.c src/llock.c src/client.c src/lock.c \
+       src/op.c src/names.c src/netutil.c
+HDRS = src/zkl.h src/lbind.h src/compat.h
+
+# Debian packages: what `make deps` installs when missing.
+DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
+       libluajit2-5.1-dev lua-busted luarocks
+
+.PHONY: all deps test demo bench memcheck asan clean
+
+all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so
+
+build/lua5.4/zklock/core.so: $(SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA54_INC) -shared -o $@ $(SRC) $(LIBS)
+
+build/luajit/zklock/core.so: $(SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(SRC) $(LIBS)
+
+# AddressSanitizer build of the Lua 5.4 module (run with LD_PRELOAD of libasan)
+build/asan/zklock/core.so: $(SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fsanitize=address -fno-omit-frame-pointer $(WARN) $(ZK_CFLAGS) \
+	  -I$(LUA54_INC) -shared -o $@ $(SRC) $(LIBS)
+
+deps:
+	@sh tools/deps.sh $(DEPS)
+
+test: deps all
+	@sh spec/run.sh
+
+demo: deps all
+	@sh examples/demo.sh
+
+bench: deps all
+	@sh bench/run.sh
+
+memcheck: deps all
+	@sh spec/memcheck.sh
+
+asan: deps build/asan/zklock/core.so
+	@sh spec/asan.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,296 @@
+/* The session: one zhandle, its state as the Lua side sees it, and the
+ * condition variable every wait sleeps on.  ZooKeeper's threads only take
+ * the mutex, advance C state and broadcast; they never touch Lua. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zkl.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+static const char *const client_codes[] = {
+  "ok",
+#define ZKL_STR(n, s) s,
+  ZKL_CODES(ZKL_STR)
+#undef ZKL_STR
+};
+
+const char *zkl_code_name(int code) {
+  if (code < 0 || code >= ZKL_NCODES) return "zk_error";
+  return client_codes[code];
+}
+
+const char *zkl_rc_name(int rc) {
+  switch (rc) {
+  case ZOK: return "ZOK";
+  case ZSYSTEMERROR: return "ZSYSTEMERROR";
+  case ZRUNTIMEINCONSISTENCY: return "ZRUNTIMEINCONSISTENCY";
+  case ZDATAINCONSISTENCY: return "ZDATAINCONSISTENCY";
+  case ZCONNECTIONLOSS: return "ZCONNECTIONLOSS";
+  case ZMARSHALLINGERROR: return "ZMARSHALLINGERROR";
+  case ZUNIMPLEMENTED: return "ZUNIMPLEMENTED";
+  case ZOPERATIONTIMEOUT: return "ZOPERATIONTIMEOUT";
+  case ZBADARGUMENTS: return "ZBADARGUMENTS";
+  case ZINVALIDSTATE: return "ZINVALIDSTATE";
+  case ZNONODE: return "ZNONODE";
+  case ZNOAUTH: return "ZNOAUTH";
+  case ZBADVERSION: return "ZBADVERSION";
+  case ZNOCHILDRENFOREPHEMERALS: return "ZNOCHILDRENFOREPHEMERALS";
+  case ZNODEEXISTS: return "ZNODEEXISTS";
+  case ZNOTEMPTY: return "ZNOTEMPTY";
+  case ZSESSIONEXPIRED: return "ZSESSIONEXPIRED";
+  case ZINVALIDCALLBACK: return "ZINVALIDCALLBACK";
+  case ZINVALIDACL: return "ZINVALIDACL";
+  case ZAUTHFAILED: return "ZAUTHFAILED";
+  case ZCLOSING: return "ZCLOSING";
+  case ZNOTHING: return "ZNOTHING";
+  case ZSESSIONMOVED: return "ZSESSIONMOVED";
+  default: return "ZAPIERROR";
+  }
+}
+
+int zkl_code_from_rc(int rc) {
+  switch (rc) {
+  case ZOK: return ZKL_OK;
+  case ZCONNECTIONLOSS: case ZOPERATIONTIMEOUT: case ZSESSIONMOVED:
+    return ZKL_ECONNECTION_LOSS;
+  case ZSESSIONEXPIRED: return ZKL_ESESSION_EXPIRED;
+  case ZCLOSING: case ZINVALIDSTATE: return ZKL_ECLOSED;
+  case ZNOAUTH: case ZAUTHFAILED: return ZKL_ENO_AUTH;
+  case ZNONODE: return ZKL_ENO_NODE;
+  case ZNODEEXISTS: return ZKL_ENODE_EXISTS;
+  case ZNOTEMPTY: return ZKL_ENOT_EMPTY;
+  default: return ZKL_EZK_ERROR;
+  }
+}
+
+void zkl_seterr(zkl_error *e, int code, const char *fmt, ...) {
+  va_list ap;
+  if (!e) return;
+  e->code = code;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+}
+
+void zkl_seterr_rc(zkl_error *e, int rc, const char *what) {
+  zkl_seterr(e, zkl_code_from_rc(rc), "%s: %s%s%s", zkl_rc_name(rc),
+             zerror(rc), what ? " " : "", what ? what : "");
+}
+
+double zkl_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+zkl_req *zkl_req_new(zkl_client *c, zkl_lock *l, zkl_op *op, int epoch,
+                     int kind) {
+  zkl_req *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->c = c; r->l = l; r->op = op; r->epoch = epoch; r->kind = kind;
+  if (l) l->refs++;
+  if (op) op->refs++;
+  r->next = c->reqs;
+  if (c->reqs) c->reqs->prev = r;
+  c->reqs = r;
+  c->n_requests++;
+  return r;
+}
+
+void zkl_req_done(zkl_req *r) {
+  zkl_client *c = r->c;
+  if (r->prev) r->prev->next = r->next; else c->reqs = r->next;
+  if (r->next) r->next->prev = r->prev;
+  if (r->l) zkl_lock_unref(r->l);
+  if (r->op) zkl_op_unref(r->op);
+  free(r);
+}
+
+/* ---- session ----------------------------------------------------------- */
+
+void zkl_client_changed(zkl_client *c) {
+  c->gen++;
+  pthread_cond_broadcast(&c->cv);
+  if (c->wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t n = write(c->wake_fd, &one, sizeof one);
+    (void)n; /* a full eventfd already wakes its reader */
+  }
+}
+
+int zkl_client_usable(zkl_client *c, zkl_error *err) {
+  switch (c->state) {
+  case ZKL_EXPIRED:
+    zkl_seterr(err, ZKL_ESESSION_EXPIRED, "session expired");
+    return 0;
+  case ZKL_AUTH_FAILED:
+    zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    return 0;
+  case ZKL_CLOSED:
+    zkl_seterr(err, ZKL_ECLOSED, "client is closed");
+    return 0;
+  }
+  if (c->closing || !c->zh) {
+    zkl_seterr(err, ZKL_ECLOSED, "client is closed");
+    return 0;
+  }
+  return 1;
+}
+
+static void client_watcher(zhandle_t *zh, int type, int state,
+                           const char *path, void *ctx) {
+  zkl_client *c = ctx;
+  zkl_lock *l, *next;
+  pthread_mutex_lock(&c->mu);
+  if (type == ZOO_SESSION_EVENT) {
+    if (state == ZOO_CONNECTED_STATE) {
+      const clientid_t *id = zoo_client_id(zh);
+      c->session_id = id ? id->client_id : 0;
+      c->timeout_ms = zoo_recv_timeout(zh);
+      c->disconnected_at = 0;
+      if (c->state == ZKL_CONNECTING) {
+        c->state = ZKL_CONNECTED;
+        for (l = c->locks; l; l = next) {
+          next = l->next;
+          zkl_lock_on_connected(l);
+        }
+      }
+    } else if (state == ZOO_CONNECTING_STATE ||
+               state == ZOO_ASSOCIATING_STATE) {
+      if (c->state == ZKL_CONNECTED) {
+        c->state = ZKL_CONNECTING;
+        c->disconnected_at = zkl_now();
+      }
+    } else if (state == ZOO_EXPIRED_SESSION_STATE ||
+               state == ZOO_AUTH_FAILED_STATE) {
+      if (c->state != ZKL_CLOSED)
+        c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
+                                                      : ZKL_AUTH_FAILED;
+      for (l = c->locks; l; l = next) {
+        next = l->next;
+        zkl_lock_on_expired(l);
+      }
+    }
+  } else if (path != NULL) {
+    c->n_watch_events++;
+    for (l = c->locks; l; l = next) {
+      next = l->next;
+      if (l->watch && strcmp(l->watch, path) == 0) zkl_lock_on_watch(l, type);
+    }
+  }
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
+                           zkl_error *err) {
+  zkl_client *c = calloc(1, sizeof *c);
+  pthread_condattr_t ca;
+  if (!c) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  c->refs = 1;
+  c->state = ZKL_CONNECTING;
+  c->timeout_ms = timeout_ms;
+  c->pid = getpid();
+  c->wake_fd = -1;
+  c->acl = acl == 1 ? &ZOO_CREATOR_ALL_ACL
+         : acl == 2 ? &ZOO_READ_ACL_UNSAFE : &ZOO_OPEN_ACL_UNSAFE;
+  /* Hold the mutex so the watcher, which may fire before zookeeper_init
+   * returns, sees c->zh set. */
+  pthread_mutex_lock(&c->mu);
+  errno = 0;
+  c->zh = zookeeper_init(hosts, client_watcher, timeout_ms, NULL, c, 0);
+  if (!c->zh) {
+    int e = errno;
+    pthread_mutex_unlock(&c->mu);
+    zkl_seterr(err, e == EINVAL ? ZKL_EZK_ERROR : ZKL_ECONNECTION_LOSS,
+               "cannot open a session to '%s': %s", hosts,
+               e ? strerror(e) : "invalid connect string");
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return c;
+}
+
+int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
+
+/* Completions the library still owed us once zookeeper_close returned (it
+ * may drop them) are finished here as ZCLOSING, so every owner lets go. */
+void zkl_client_close(zkl_client *c) {
+  zhandle_t *zh;
+  pthread_mutex_lock(&c->mu);
+  if (c->closing || !c->zh) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  c->closing = 1;
+  zh = c->zh;
+  pthread_mutex_unlock(&c->mu);
+  /* Never from a ZooKeeper thread; never in a forked child, where the
+   * library's threads do not exist. */
+  if (!zkl_client_forked(c)) zookeeper_close(zh);
+  pthread_mutex_lock(&c->mu);
+  c->zh = NULL;
+  c->state = ZKL_CLOSED;
+  while (c->reqs) {
+    zkl_req *r = c->reqs;
+    if (r->l) zkl_lock_closing(r);
+    else if (r->op) zkl_op_closing(r);
+    zkl_req_done(r);
+  }
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void zkl_client_unref(zkl_client *c) {
+  int last;
+  pthread_mutex_lock(&c->mu);
+  last = --c->refs == 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!last) return;
+  zkl_client_close(c);
+  if (c->wake_fd >= 0) close(c->wake_fd);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
+                              double timeout) {
+  unsigned long now_gen;
+  struct timespec ts;
+  pthread_mutex_lock(&c->mu);
+  if (timeout >= 0) {
+    double end;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + timeout;
+    ts.tv_sec = (time_t)end;
+    ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    while (c->gen == gen)
+      if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
+  } else {
+    while (c->gen == gen) pthread_cond_wait(&c->cv, &c->mu);
+  }
+  now_gen = c->gen;
+  pthread_mutex_unlock(&c->mu);
+  return now_gen;
+}

@@ -1,0 +1,22 @@
+/* Shared by the Lua binding files. */
+#ifndef ZKLOCK_LBIND_H
+#define ZKLOCK_LBIND_H
+
+#include "compat.h"
+#include "zkl.h"
+
+#define ZKL_CLIENT_MT "zklock.client"
+#define ZKL_ATTEMPT_MT "zklock.attempt"
+#define ZKL_OP_MT "zklock.op"
+
+typedef struct { zkl_client *c; } zkl_client_box;
+
+zkl_client *zkl_checkclient(lua_State *L, int idx); /* open, same process */
+int zkl_pusherr(lua_State *L, const zkl_error *e); /* nil, msg, code */
+void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
+                 const luaL_Reg *meta);
+
+void zkl_open_client(lua_State *L); /* add to the module table on top */
+void zkl_open_lock(lua_State *L);
+
+#endif

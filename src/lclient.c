@@ -1,0 +1,416 @@
+/* Lua binding: the client userdata, one-shot ops, test helpers. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lbind.h"
+
+static const char *const lclient_states[] = {
+  "connecting", "connected", "expired", "auth_failed", "closed"
+};
+
+int zkl_pusherr(lua_State *L, const zkl_error *e) {
+  lua_pushnil(L);
+  lua_pushstring(L, e->msg);
+  lua_pushstring(L, zkl_code_name(e->code));
+  return 3;
+}
+
+void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
+                 const luaL_Reg *meta) {
+  luaL_newmetatable(L, name);        /* mt */
+  luaL_setfuncs(L, meta, 0);
+  lua_newtable(L);                   /* mt, methods */
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");    /* mt */
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_pop(L, 1);
+}
+
+static zkl_client_box *lclient_box(lua_State *L, int idx) {
+  return (zkl_client_box *)luaL_checkudata(L, idx, ZKL_CLIENT_MT);
+}
+
+static void lclient_checkfork(lua_State *L, zkl_client *c) {
+  if (zkl_client_forked(c))
+    luaL_error(L, "zklock: this client was opened in process %d and cannot "
+               "be used in process %d (a forked child): connect again in "
+               "the child (under nginx: in init_worker_by_lua*)",
+               (int)c->pid, (int)getpid());
+}
+
+zkl_client *zkl_checkclient(lua_State *L, int idx) {
+  zkl_client_box *b = lclient_box(L, idx);
+  luaL_argcheck(L, b->c != NULL, idx, "client is closed");
+  lclient_checkfork(L, b->c);
+  return b->c;
+}
+
+/* core.connect(hosts, timeout_ms, acl) -> client | nil, msg, code
+ * Does not wait: zklock.connect waits for the first connection. */
+static int lclient_new(lua_State *L) {
+  const char *hosts = luaL_checkstring(L, 1);
+  int timeout_ms = (int)luaL_checkinteger(L, 2);
+  int acl = (int)luaL_optinteger(L, 3, 0);
+  zkl_error err;
+  zkl_client_box *b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
+  b->c = NULL;
+  luaL_setmetatable(L, ZKL_CLIENT_MT);
+  b->c = zkl_client_new(hosts, timeout_ms, acl, &err);
+  if (!b->c) return zkl_pusherr(L, &err);
+  return 1;
+}
+
+/* Idempotent: close(), __gc and __close all come here.  A client collected
+ * in a forked child only lets go of its memory's bookkeeping. */
+static int lclient_close(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (b->c) {
+    zkl_client *c = b->c;
+    b->c = NULL;
+    zkl_client_close(c);
+    zkl_client_unref(c);
+  }
+  return 0;
+}
+
+static int lclient_gc(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (b->c && zkl_client_forked(b->c)) {
+    b->c = NULL; /* the parent's session: leave it alone */
+    return 0;
+  }
+  return lclient_close(L);
+}
+
+static int lclient_state(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  int st;
+  if (!b->c) { lua_pushstring(L, "closed"); return 1; }
+  lclient_checkfork(L, b->c);
+  pthread_mutex_lock(&b->c->mu);
+  st = b->c->state;
+  pthread_mutex_unlock(&b->c->mu);
+  lua_pushstring(L, lclient_states[st]);
+  return 1;
+}
+
+/* client:_poll() -> state, gen */
+static int lclient_poll(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  int st;
+  unsigned long gen;
+  pthread_mutex_lock(&c->mu);
+  st = c->state;
+  gen = c->gen;
+  pthread_mutex_unlock(&c->mu);
+  lua_pushstring(L, lclient_states[st]);
+  lua_pushnumber(L, (lua_Number)gen);
+  return 2;
+}
+
+/* client:_wait(gen, timeout) -> gen: sleeps until anything changes */
+static int lclient_wait(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  unsigned long gen = (unsigned long)luaL_checknumber(L, 2);
+  double timeout = luaL_optnumber(L, 3, -1);
+  lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
+  return 1;
+}
+
+static int lclient_session_id(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  long long id;
+  char buf[24];
+  pthread_mutex_lock(&c->mu);
+  id = (long long)c->session_id;
+  pthread_mutex_unlock(&c->mu);
+  if (id == 0) { lua_pushnil(L); return 1; }
+  snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)id);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+/* negotiated session timeout, seconds */
+static int lclient_timeout(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  int ms;
+  pthread_mutex_lock(&c->mu);
+  ms = c->timeout_ms;
+  pthread_mutex_unlock(&c->mu);
+  lua_pushnumber(L, ms / 1000.0);
+  return 1;
+}
+
+static int lclient_stats(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  lua_createtable(L, 0, 3);
+  pthread_mutex_lock(&c->mu);
+  lua_pushnumber(L, (lua_Number)c->n_watch_events);
+  lua_setfield(L, -2, "watch_events");
+  lua_pushnumber(L, (lua_Number)c->n_requests);
+  lua_setfield(L, -2, "requests");
+  pthread_mutex_unlock(&c->mu);
+  return 1;
+}
+
+static int lclient_tostring(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  int st = ZKL_CLOSED;
+  if (b->c && !zkl_client_forked(b->c)) {
+    pthread_mutex_lock(&b->c->mu);
+    st = b->c->state;
+    pthread_mutex_unlock(&b->c->mu);
+  }
+  lua_pushfstring(L, "zklock.client{%s}: %p", lclient_states[st], (void *)b);
+  return 1;
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+typedef struct { zkl_op *op; } lclient_opbox;
+
+static const char *const *lclient_markers(lua_State *L, int idx) {
+  static const char *const names[] = { "mutex", "lease", "rw", NULL };
+  switch (luaL_checkoption(L, idx, "mutex", names)) {
+  case 1: return zkl_markers_lease;
+  case 2: return zkl_markers_rw;
+  default: return zkl_markers_mutex;
+  }
+}
+
+/* client:_children(path, markers) -> op | nil, msg, code */
+static int lclient_children(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  const char *const *markers = lclient_markers(L, 3);
+  zkl_error err;
+  lclient_opbox *b = (lclient_opbox *)lua_newuserdata(L, sizeof *b);
+  b->op = NULL;
+  luaL_setmetatable(L, ZKL_OP_MT);
+  b->op = zkl_op_children(c, path, markers, &err);
+  if (!b->op) return zkl_pusherr(L, &err);
+  return 1;
+}
+
+static lclient_opbox *lclient_checkop(lua_State *L) {
+  lclient_opbox *b = (lclient_opbox *)luaL_checkudata(L, 1, ZKL_OP_MT);
+  luaL_argcheck(L, b->op != NULL, 1, "operation is gone");
+  return b;
+}
+
+/* op:poll() -> "pending" | "done", gen */
+static int lclient_op_poll(lua_State *L) {
+  lclient_opbox *b = lclient_checkop(L);
+  unsigned long gen;
+  lua_pushstring(L, zkl_op_poll(b->op, &gen) ? "done" : "pending");
+  lua_pushnumber(L, (lua_Number)gen);
+  return 2;
+}
+
+/* op:result() -> { names... } | nil, msg, code */
+static int lclient_op_result(lua_State *L) {
+  lclient_opbox *b = lclient_checkop(L);
+  zkl_op *op = b->op;
+  int i;
+  pthread_mutex_lock(&op->c->mu);
+  if (!op->done || op->err.code != ZKL_OK) {
+    zkl_error e = op->err;
+    pthread_mutex_unlock(&op->c->mu);
+    if (!op->done) zkl_seterr(&e, ZKL_ETIMEOUT, "not done");
+    return zkl_pusherr(L, &e);
+  }
+  lua_createtable(L, op->n, 0);
+  for (i = 0; i < op->n; i++) {
+    lua_pushstring(L, op->names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  pthread_mutex_unlock(&op->c->mu);
+  return 1;
+}
+
+static int lclient_op_gc(lua_State *L) {
+  lclient_opbox *b = (lclient_opbox *)luaL_checkudata(L, 1, ZKL_OP_MT);
+  if (b->op) {
+    zkl_op *op = b->op;
+    b->op = NULL;
+    if (!zkl_client_forked(op->c)) zkl_op_drop(op);
+  }
+  return 0;
+}
+
+/* ---- helpers for zklock.testing and unit specs -------------------------- */
+
+static int lclient_free_port(lua_State *L) {
+  int p = zkl_free_port();
+  if (p < 0) return luaL_error(L, "no free loopback port");
+  lua_pushinteger(L, p);
+  return 1;
+}
+
+/* core.four_letter(host, port, cmd [, timeout]) -> text | nil, msg, code */
+static int lclient_four_letter(lua_State *L) {
+  const char *host = luaL_checkstring(L, 1);
+  int port = (int)luaL_checkinteger(L, 2);
+  const char *cmd = luaL_checkstring(L, 3);
+  double timeout = luaL_optnumber(L, 4, 2.0);
+  zkl_error err;
+  char *out = zkl_four_letter(host, port, cmd, timeout, &err);
+  if (!out) return zkl_pusherr(L, &err);
+  lua_pushstring(L, out);
+  free(out);
+  return 1;
+}
+
+/* core.sort_names({names}, markers) -> { {name=, seq=}... } in lock order */
+static int lclient_sort_names(lua_State *L) {
+  const char *const *markers;
+  int i, n, k;
+  const char **names;
+  zkl_entry *e;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  markers = lclient_markers(L, 2);
+  n = (int)zkl_rawlen(L, 1);
+  names = (const char **)lua_newuserdata(L, sizeof *names * (size_t)(n + 1));
+  e = (zkl_entry *)lua_newuserdata(L, sizeof *e * (size_t)(n + 1));
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "strings expected");
+    names[i] = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the table keeps the string alive */
+  }
+  k = zkl_names_sort((char *const *)names, n, markers, e);
+  lua_createtable(L, k, 0);
+  for (i = 0; i < k; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, e[i].name);
+    lua_setfield(L, -2, "name");
+    lua_pushnumber(L, (lua_Number)e[i].seq);
+    lua_setfield(L, -2, "seq");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* client:_add_auth(scheme, credential): sent now and on every reconnect */
+static int lclient_add_auth(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *scheme = luaL_checkstring(L, 2);
+  size_t len;
+  const char *cred = luaL_checklstring(L, 3, &len);
+  int rc;
+  pthread_mutex_lock(&c->mu);
+  rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, (int)len, NULL, NULL)
+             : ZINVALIDSTATE;
+  pthread_mutex_unlock(&c->mu);
+  if (rc != ZOK) {
+    zkl_error err;
+    zkl_seterr_rc(&err, rc, scheme);
+    return zkl_pusherr(L, &err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int lclient_pid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+/* Testing only: fork() and _exit(), to show what a forked child meets. */
+static int lclient_fork(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)fork());
+  return 1;
+}
+
+static int lclient_exit(lua_State *L) {
+  _exit((int)luaL_optinteger(L, 1, 0));
+  return 0;
+}
+
+static int lclient_waitpid(lua_State *L) {
+  int status = 0;
+  pid_t p = waitpid((pid_t)luaL_checkinteger(L, 1), &status, 0);
+  if (p < 0) { lua_pushnil(L); return 1; }
+  lua_pushinteger(L, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  return 1;
+}
+
+static int lclient_is_client(lua_State *L) {
+  lua_pushboolean(L, luaL_testudata(L, 1, ZKL_CLIENT_MT) != NULL);
+  return 1;
+}
+
+/* core.addr(v) -> "0x..." */
+static int lclient_addr(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_pushfstring(L, "%p", lua_topointer(L, 1));
+  return 1;
+}
+
+static int lclient_now(lua_State *L) {
+  lua_pushnumber(L, zkl_now());
+  return 1;
+}
+
+static int lclient_set_log_level(lua_State *L) {
+  static const char *const levels[] = { "none", "error", "warn", "info",
+                                        "debug", NULL };
+  int lv = luaL_checkoption(L, 1, NULL, levels);
+  zoo_set_debug_level((ZooLogLevel)lv);
+  return 0;
+}
+
+void zkl_open_client(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    { "close", lclient_close },
+    { "state", lclient_state },
+    { "session_id", lclient_session_id },
+    { "session_timeout", lclient_timeout },
+    { "_poll", lclient_poll },
+    { "_wait", lclient_wait },
+    { "_stats", lclient_stats },
+    { "_children", lclient_children },
+    { "_add_auth", lclient_add_auth },
+    { NULL, NULL }
+  };
+  static const luaL_Reg meta[] = {
+    { "__gc", lclient_gc },
+    { "__close", lclient_close },
+    { "__tostring", lclient_tostring },
+    { NULL, NULL }
+  };
+  static const luaL_Reg op_methods[] = {
+    { "poll", lclient_op_poll },
+    { "result", lclient_op_result },
+    { NULL, NULL }
+  };
+  static const luaL_Reg op_meta[] = {
+    { "__gc", lclient_op_gc },
+    { NULL, NULL }
+  };
+  static const luaL_Reg funcs[] = {
+    { "connect", lclient_new },
+    { "free_port", lclient_free_port },
+    { "four_letter", lclient_four_letter },
+    { "sort_names", lclient_sort_names },
+    { "now", lclient_now },
+    { "pid", lclient_pid },
+    { "addr", lclient_addr },
+    { "is_client", lclient_is_client },
+    { "_fork", lclient_fork },
+    { "_exit", lclient_exit },
+    { "_waitpid", lclient_waitpid },
+    { "set_log_level", lclient_set_log_level },
+    { NULL, NULL }
+  };
+  zkl_setmeta(L, ZKL_CLIENT_MT, methods, meta);
+  zkl_setmeta(L, ZKL_OP_MT, op_methods, op_meta);
+  luaL_setfuncs(L, funcs, 0);
+  luaL_getmetatable(L, ZKL_CLIENT_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "client_methods"); /* init.lua adds Lua methods */
+  lua_pop(L, 1);
+}

@@ -1,0 +1,161 @@
+/* Lua binding: one lock attempt (one node's life) per userdata, and the
+ * plain boxes that give recipe objects (zklock.mutex...) userdata identity
+ * and a __gc that LuaJIT honours. */
+#include <string.h>
+
+#include "lbind.h"
+
+typedef struct { zkl_lock *l; } llock_box;
+
+static const char *const llock_status[] = { "pending", "held", "done",
+                                            "failed" };
+
+/* client:_lock(path, kind, max_leases, data) -> attempt */
+static int llock_new(lua_State *L) {
+  static const char *const kinds[] = { "mutex", "lease", "read", "write",
+                                       NULL };
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  int kind = luaL_checkoption(L, 3, "mutex", kinds);
+  int max_leases = (int)luaL_optinteger(L, 4, 1);
+  size_t dlen = 0;
+  const char *data = luaL_optlstring(L, 5, "", &dlen);
+  llock_box *b = (llock_box *)lua_newuserdata(L, sizeof *b);
+  b->l = NULL;
+  luaL_setmetatable(L, ZKL_ATTEMPT_MT);
+  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen);
+  if (!b->l) return luaL_error(L, "out of memory");
+  return 1;
+}
+
+static zkl_lock *llock_check(lua_State *L) {
+  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+  luaL_argcheck(L, b->l != NULL, 1, "lock attempt is gone");
+  if (zkl_client_forked(b->l->c))
+    luaL_error(L, "zklock: this lock belongs to a client of process %d and "
+               "cannot be used in a forked child", (int)b->l->c->pid);
+  return b->l;
+}
+
+/* attempt:start() -> true | nil, msg, code */
+static int llock_start(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  zkl_error err;
+  if (!zkl_lock_start(l, &err)) return zkl_pusherr(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* attempt:poll() -> status, gen [, msg, code] */
+static int llock_poll(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  zkl_error err;
+  unsigned long gen;
+  int st = zkl_lock_poll(l, &gen, &err);
+  lua_pushstring(L, llock_status[st]);
+  lua_pushnumber(L, (lua_Number)gen);
+  if (st != ZKL_FAILED) return 2;
+  lua_pushstring(L, err.msg);
+  lua_pushstring(L, zkl_code_name(err.code));
+  return 4;
+}
+
+static int llock_release(lua_State *L) {
+  zkl_lock_release(llock_check(L));
+  return 0;
+}
+
+static int llock_held(lua_State *L) {
+  lua_pushboolean(L, zkl_lock_held(llock_check(L)));
+  return 1;
+}
+
+/* attempt:info() -> node name | nil, czxid | nil */
+static int llock_info(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  pthread_mutex_lock(&l->c->mu);
+  if (l->node) lua_pushstring(L, l->node); else lua_pushnil(L);
+  if (l->node) zkl_pushint64(L, (long long)l->czxid); else lua_pushnil(L);
+  pthread_mutex_unlock(&l->c->mu);
+  return 2;
+}
+
+static int llock_gc(lua_State *L) {
+  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+  if (b->l) {
+    zkl_lock *l = b->l;
+    b->l = NULL;
+    if (!zkl_client_forked(l->c)) zkl_lock_drop(l); /* deletes our node */
+  }
+  return 0;
+}
+
+static int llock_tostring(lua_State *L) {
+  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+  if (!b->l) {
+    lua_pushfstring(L, "zklock.attempt{gone}: %p", (void *)b);
+  } else {
+    zkl_lock *l = b->l;
+    pthread_mutex_lock(&l->c->mu);
+    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", l->path,
+                    l->node ? l->node : "-", (void *)b);
+    pthread_mutex_unlock(&l->c->mu);
+  }
+  return 1;
+}
+
+/* core.box(mt, fields) -> userdata with metatable mt and fields as its
+ * user value; core.unbox(u) -> fields.  Recipe objects are such boxes: a
+ * userdata identity, Lua methods in mt. */
+static int llock_boxnew(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+#if LUA_VERSION_NUM >= 504
+  lua_newuserdatauv(L, 0, 1);
+#else
+  lua_newuserdata(L, 0);
+#endif
+  lua_pushvalue(L, 2);
+  zkl_setuservalue(L, -2);
+  lua_pushvalue(L, 1);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static int llock_unbox(lua_State *L) {
+  if (lua_type(L, 1) != LUA_TUSERDATA) {
+    lua_pushnil(L);
+    return 1;
+  }
+  zkl_getuservalue(L, 1);
+  if (!lua_istable(L, -1)) lua_pushnil(L);
+  return 1;
+}
+
+void zkl_open_lock(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    { "start", llock_start },
+    { "poll", llock_poll },
+    { "release", llock_release },
+    { "held", llock_held },
+    { "info", llock_info },
+    { NULL, NULL }
+  };
+  static const luaL_Reg meta[] = {
+    { "__gc", llock_gc },
+    { "__tostring", llock_tostring },
+    { NULL, NULL }
+  };
+  static const luaL_Reg funcs[] = {
+    { "box", llock_boxnew },
+    { "unbox", llock_unbox },
+    { NULL, NULL }
+  };
+  zkl_setmeta(L, ZKL_ATTEMPT_MT, methods, meta);
+  luaL_setfuncs(L, funcs, 0);
+  luaL_getmetatable(L, ZKL_CLIENT_MT); /* client:_lock */
+  lua_getfield(L, -1, "__index");
+  lua_pushcfunction(L, llock_new);
+  lua_setfield(L, -2, "_lock");
+  lua_pop(L, 2);
+}

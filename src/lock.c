@@ -1,0 +1,568 @@
+/* The lock state machine (Curator LockInternals, DESIGN.md section 4),
+ * driven by asynchronous completions on ZooKeeper's completion thread.
+ *
+ *   IDLE -> CREATING (create + pipelined listing) -> HELD
+ *                    \-> WATCHING (get-with-watch on one predecessor)
+ *                          -> LISTING (on its deletion) -> HELD | WATCHING
+ *   missing parent: PARENTS (containers) -> CREATING
+ *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
+ *   release / timeout / __gc: DELETING -> DONE
+ *
+ * Every function here runs with the client's mutex held.  Requests carry
+ * the epoch they were sent in; a reply from an older epoch is ignored. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "zkl.h"
+
+enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
+       L_HELD, L_DELETING, L_DONE, L_FAILED };
+enum { R_PARENT, R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE };
+
+static void lock_list(zkl_lock *l);
+static void lock_create(zkl_lock *l);
+static void lock_delete(zkl_lock *l);
+
+static const char *const *lock_markers(const zkl_lock *l) {
+  switch (l->kind) {
+  case ZKL_KIND_LEASE: return zkl_markers_lease;
+  case ZKL_KIND_READ: case ZKL_KIND_WRITE: return zkl_markers_rw;
+  default: return zkl_markers_mutex;
+  }
+}
+
+static const char *lock_marker(const zkl_lock *l) {
+  switch (l->kind) {
+  case ZKL_KIND_LEASE: return "-lease-";
+  case ZKL_KIND_READ: return "-__READ__";
+  case ZKL_KIND_WRITE: return "-__WRIT__";
+  default: return "-lock-";
+  }
+}
+
+static void lock_uuid(char *out) {
+  unsigned char b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n > 0) got += (size_t)n;
+  }
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  snprintf(out, 37,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+           "%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+           b[11], b[12], b[13], b[14], b[15]);
+}
+
+static char *lock_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s%s%s", strcmp(dir, "/") == 0 ? "" : dir, "/", name);
+  return s;
+}
+
+zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
+                       int max_leases, const char *data, int datalen) {
+  zkl_lock *l = calloc(1, sizeof *l);
+  char name[80];
+  if (!l) return NULL;
+  l->c = c;
+  l->refs = 1;
+  l->kind = kind;
+  l->max_leases = max_leases < 1 ? 1 : max_leases;
+  l->state = L_IDLE;
+  lock_uuid(l->uuid);
+  snprintf(name, sizeof name, "_c_%s%s", l->uuid, lock_marker(l));
+  l->path = strdup(path);
+  l->prefix = lock_join(path, name);
+  l->datalen = datalen;
+  l->data = malloc(datalen > 0 ? (size_t)datalen : 1);
+  if (!l->path || !l->prefix || !l->data) {
+    free(l->path); free(l->prefix); free(l->data); free(l);
+    return NULL;
+  }
+  if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
+  pthread_mutex_lock(&c->mu);
+  l->next = c->locks;
+  if (c->locks) c->locks->prev = l;
+  c->locks = l;
+  c->refs++;
+  pthread_mutex_unlock(&c->mu);
+  return l;
+}
+
+void zkl_lock_unref(zkl_lock *l) {
+  zkl_client *c = l->c;
+  if (--l->refs > 0) return;
+  if (l->prev) l->prev->next = l->next; else c->locks = l->next;
+  if (l->next) l->next->prev = l->prev;
+  free(l->path); free(l->prefix); free(l->data);
+  free(l->node); free(l->watch);
+  free(l);
+}
+
+static void lock_set_watch(zkl_lock *l, char *path) {
+  free(l->watch);
+  l->watch = path;
+}
+
+/* The lock can no longer be had: finish as DONE when it was given up, as
+ * FAILED with err otherwise. */
+static void lock_finish(zkl_lock *l, int rc, const char *what) {
+  l->epoch++;
+  lock_set_watch(l, NULL);
+  if (l->state == L_HELD) l->lost = 1;
+  if (l->abandon) {
+    l->state = L_DONE;
+  } else {
+    l->state = L_FAILED;
+    /* a dead session says best why: "session expired", "client is closed" */
+    if (!(rc == ZCLOSING || rc == ZINVALIDSTATE || rc == ZMARSHALLINGERROR ||
+          rc == ZSESSIONEXPIRED) ||
+        zkl_client_usable(l->c, &l->err))
+      zkl_seterr_rc(&l->err, rc, what);
+  }
+  zkl_client_changed(l->c);
+}
+
+static int lock_cut(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
+/* A request could not be sent, or its reply says the connection was cut:
+ * redo the current phase once connected again; anything else ends it. */
+static void lock_trouble(zkl_lock *l, int rc, const char *what) {
+  if (lock_cut(rc)) {
+    l->redo = 1;
+    return;
+  }
+  if (rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE ||
+      rc == ZMARSHALLINGERROR) {
+    /* the session is gone, and our node with it */
+    free(l->node);
+    l->node = NULL;
+  }
+  lock_finish(l, rc, what);
+}
+
+static zkl_req *lock_req(zkl_lock *l, int kind) {
+  return zkl_req_new(l->c, l, NULL, l->epoch, kind);
+}
+
+static int lock_sent(zkl_lock *l, zkl_req *r, int rc, const char *what) {
+  if (rc == ZOK) return 1;
+  zkl_req_done(r);
+  lock_trouble(l, rc, what);
+  return 0;
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static zkl_lock *lock_enter(const void *data, zkl_req **rp) {
+  zkl_req *r = (zkl_req *)data;
+  pthread_mutex_lock(&r->c->mu);
+  *rp = r;
+  return r->l->epoch == r->epoch ? r->l : NULL;
+}
+
+static void lock_leave(zkl_req *r) {
+  zkl_client *c = r->c;
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void lock_parent_cb(int rc, const char *value, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  (void)value;
+  if (l && l->state == L_PARENTS) {
+    if (rc != ZOK && rc != ZNODEEXISTS && l->parents_rc == ZOK)
+      l->parents_rc = rc;
+    if (--l->parents_left == 0) {
+      if (l->parents_rc == ZOK) {
+        lock_create(l);
+      } else if (l->parents_rc == ZNONODE) {
+        lock_finish(l, ZNONODE, "(the chroot of the connect string must "
+                    "exist)");
+      } else {
+        lock_trouble(l, l->parents_rc, l->path);
+      }
+    }
+  }
+  lock_leave(r);
+}
+
+static void lock_parents(zkl_lock *l) {
+  char *p = strdup(l->path), *s;
+  if (!p) { lock_finish(l, ZSYSTEMERROR, "out of memory"); return; }
+  l->epoch++;
+  l->state = L_PARENTS;
+  l->parents_left = 0;
+  l->parents_rc = ZOK;
+  /* "/a", "/a/b", ... "/a/b/c": answered in order on one session */
+  for (s = strchr(p + 1, '/');; s = strchr(s + 1, '/')) {
+    zkl_req *r;
+    int rc;
+    if (s) *s = '\0';
+    r = lock_req(l, R_PARENT);
+    rc = zoo_acreate(l->c->zh, p, NULL, -1, l->c->acl, ZOO_CONTAINER,
+                     lock_parent_cb, r);
+    if (!lock_sent(l, r, rc, p)) break;
+    l->parents_left++;
+    if (!s) break;
+    *s = '/';
+  }
+  free(p);
+}
+
+static void lock_create_cb(int rc, const char *name, const struct Stat *st,
+                           const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  if (l && l->state == L_CREATING) {
+    l->create_out = 0;
+    if (rc == ZOK) {
+      const char *base = strrchr(name, '/');
+      free(l->node);
+      l->node = strdup(base ? base + 1 : name);
+      l->czxid = st->czxid;
+      l->session = st->ephemeralOwner;
+      l->state = L_LISTING;
+      if (l->abandon) lock_delete(l);
+      else if (!l->list_piped) lock_list(l);
+    } else if (rc == ZNONODE && !l->abandon) {
+      lock_parents(l);
+    } else if (lock_cut(rc)) {
+      /* the server may have applied it: find out once reconnected */
+      l->state = L_RECOVER;
+      l->redo = 1;
+      if (l->c->state == ZKL_CONNECTED) lock_list(l);
+    } else {
+      lock_finish(l, rc, l->path);
+    }
+  }
+  lock_leave(r);
+}
+
+static void lock_create(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  l->epoch++;
+  l->state = L_CREATING;
+  l->redo = 0;
+  l->list_piped = 0;
+  r = lock_req(l, R_CREATE);
+  rc = zoo_acreate2(l->c->zh, l->prefix, l->data, l->datalen, l->c->acl,
+                    ZOO_EPHEMERAL | ZOO_SEQUENCE, lock_create_cb, r);
+  if (!lock_sent(l, r, rc, l->path)) return;
+  l->create_out = 1;
+  /* the listing rides right behind the create: one round trip */
+  lock_list(l);
+}
+
+/* Which node must go before we hold: NULL when we hold now. */
+static const zkl_entry *lock_blocker(const zkl_lock *l, const zkl_entry *e,
+                                     int idx) {
+  int j;
+  switch (l->kind) {
+  case ZKL_KIND_READ:
+    for (j = idx - 1; j >= 0; j--)
+      if (e[j].which == 1) return &e[j]; /* nearest writer before us */
+    return NULL;
+  case ZKL_KIND_WRITE:
+    return idx == 0 ? NULL : &e[idx - 1];
+  default:
+    return idx < l->max_leases ? NULL : &e[idx - l->max_leases];
+  }
+}
+
+static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
+                        const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  (void)v; (void)vlen; (void)st;
+  if (l && l->state == L_WATCHING) {
+    if (rc == ZOK) {
+      /* watch set: wait for the predecessor to go */
+    } else if (rc == ZNONODE) {
+      lock_list(l); /* gone already */
+    } else {
+      lock_trouble(l, rc, l->watch);
+    }
+  }
+  lock_leave(r);
+}
+
+static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
+  zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
+  const zkl_entry *b;
+  int n, idx;
+  if (!e) { lock_finish(l, ZSYSTEMERROR, "out of memory"); return; }
+  n = zkl_names_sort(sv->data, sv->count, lock_markers(l), e);
+  idx = zkl_names_find(e, n, l->node);
+  if (idx < 0) {
+    free(e);
+    free(l->node);
+    l->node = NULL;
+    lock_finish(l, ZNONODE, "(our lock node was deleted)");
+    if (l->state == L_FAILED) l->err.code = ZKL_ELOCK_LOST;
+    return;
+  }
+  b = lock_blocker(l, e, idx);
+  if (!b) {
+    l->state = L_HELD;
+    lock_set_watch(l, NULL);
+    zkl_client_changed(l->c);
+  } else {
+    zkl_req *r;
+    int rc;
+    lock_set_watch(l, lock_join(l->path, b->name));
+    l->state = L_WATCHING;
+    r = lock_req(l, R_GET);
+    rc = zoo_aget(l->c->zh, l->watch, 1, lock_get_cb, r);
+    lock_sent(l, r, rc, l->watch);
+  }
+  free(e);
+}
+
+static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  if (l && l->state == L_RECOVER) {
+    if (rc == ZOK && st->ephemeralOwner == l->c->session_id) {
+      l->czxid = st->czxid; /* ours: adopt it */
+      l->session = st->ephemeralOwner;
+      l->state = L_LISTING;
+      if (l->abandon) lock_delete(l); else lock_list(l);
+    } else if (rc == ZOK || rc == ZNONODE) {
+      free(l->node); /* not ours (an older session's) or gone */
+      l->node = NULL;
+      if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
+    } else {
+      lock_trouble(l, rc, l->node);
+    }
+  }
+  lock_leave(r);
+}
+
+static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
+  int i;
+  for (i = 0; i < sv->count; i++) {
+    if (strstr(sv->data[i], l->uuid)) {
+      zkl_req *r;
+      char *full = lock_join(l->path, sv->data[i]);
+      int rc;
+      free(l->node);
+      l->node = strdup(sv->data[i]);
+      l->epoch++;
+      r = lock_req(l, R_EXISTS);
+      rc = full ? zoo_aexists(l->c->zh, full, 0, lock_exists_cb, r)
+                : ZSYSTEMERROR;
+      free(full);
+      lock_sent(l, r, rc, l->path);
+      return;
+    }
+  }
+  if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
+}
+
+static void lock_list_cb(int rc, const struct String_vector *sv,
+                         const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  /* (the listing piped behind a create is answered after it: by then the
+   * create's reply moved us to LISTING, or to a newer epoch) */
+  if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
+    if (rc == ZOK && l->state == L_RECOVER) lock_recovered(l, sv);
+    else if (rc == ZOK) lock_evaluate(l, sv);
+    else if (rc == ZNONODE) lock_finish(l, rc, l->path);
+    else lock_trouble(l, rc, l->path);
+  }
+  lock_leave(r);
+}
+
+static void lock_list(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  if (l->state != L_CREATING) {
+    l->epoch++;
+    if (l->state != L_RECOVER) l->state = L_LISTING;
+  }
+  l->redo = 0;
+  r = lock_req(l, R_LIST);
+  rc = zoo_aget_children(l->c->zh, l->path, 0, lock_list_cb, r);
+  if (lock_sent(l, r, rc, l->path) && l->state == L_CREATING)
+    l->list_piped = 1;
+}
+
+static void lock_delete_cb(int rc, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, &r);
+  if (l && l->state == L_DELETING) {
+    if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+        rc == ZCLOSING || rc == ZINVALIDSTATE) {
+      free(l->node);
+      l->node = NULL;
+      lock_finish(l, ZOK, NULL);
+    } else if (lock_cut(rc)) {
+      l->redo = 1;
+    } else {
+      lock_finish(l, ZOK, NULL); /* e.g. no auth to delete: nothing more */
+    }
+  }
+  lock_leave(r);
+}
+
+static void lock_delete(zkl_lock *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (!l->node) { lock_finish(l, ZOK, NULL); return; }
+  if (!zkl_client_usable(l->c, NULL)) {
+    lock_finish(l, ZOK, NULL); /* the node goes with the session */
+    return;
+  }
+  l->epoch++;
+  l->state = L_DELETING;
+  l->redo = 0;
+  lock_set_watch(l, NULL);
+  full = lock_join(l->path, l->node);
+  r = lock_req(l, R_DELETE);
+  rc = full ? zoo_adelete(l->c->zh, full, -1, lock_delete_cb, r) : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK) {
+    zkl_req_done(r);
+    if (lock_cut(rc)) l->redo = 1;
+    else lock_finish(l, ZOK, NULL);
+  }
+}
+
+/* ---- hooks from the session watcher ------------------------------------ */
+
+void zkl_lock_on_connected(zkl_lock *l) {
+  switch (l->state) {
+  case L_PARENTS: if (l->redo) lock_parents(l); break;
+  case L_CREATING: if (l->redo && !l->create_out) lock_create(l); break;
+  case L_RECOVER: case L_LISTING: case L_WATCHING:
+    /* watches survive a reconnect, but a fresh listing costs one request
+     * and covers anything missed */
+    lock_list(l);
+    break;
+  case L_DELETING: if (l->redo) lock_delete(l); break;
+  default: break;
+  }
+}
+
+void zkl_lock_on_expired(zkl_lock *l) {
+  if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
+    return;
+  free(l->node);
+  l->node = NULL;
+  l->create_out = 0;
+  lock_finish(l, ZSESSIONEXPIRED, NULL);
+}
+
+void zkl_lock_on_watch(zkl_lock *l, int type) {
+  (void)type; /* deleted, or changed (which used the watch up): look again */
+  if (l->state == L_WATCHING) lock_list(l);
+}
+
+void zkl_lock_closing(zkl_req *r) {
+  zkl_lock *l = r->l;
+  if (l->epoch == r->epoch &&
+      l->state != L_DONE && l->state != L_FAILED) {
+    free(l->node);
+    l->node = NULL;
+    lock_finish(l, ZCLOSING, NULL);
+  }
+}
+
+/* ---- the Lua thread's side ---------------------------------------------- */
+
+int zkl_lock_start(zkl_lock *l, zkl_error *err) {
+  zkl_client *c = l->c;
+  int ok;
+  pthread_mutex_lock(&c->mu);
+  ok = zkl_client_usable(c, err);
+  if (ok) {
+    if (l->state != L_IDLE) {
+      zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
+      ok = 0;
+    } else {
+      lock_create(l);
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return ok;
+}
+
+/* Held, as far as this process can know: our node exists in our session,
+ * and the session cannot have expired on the server yet.  The client notices
+ * a silent server after 2/3 of the session timeout, so once disconnected the
+ * server may expire us 1/3 of the timeout later. */
+static int lock_held_now(zkl_lock *l) {
+  zkl_client *c = l->c;
+  if (l->state != L_HELD || l->lost) return 0;
+  if (c->state == ZKL_CONNECTED) return 1;
+  if (c->state == ZKL_CONNECTING &&
+      zkl_now() < c->disconnected_at + c->timeout_ms / 3000.0)
+    return 1;
+  l->lost = 1;
+  return 0;
+}
+
+int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
+  int st;
+  pthread_mutex_lock(&l->c->mu);
+  if (gen) *gen = l->c->gen;
+  switch (l->state) {
+  case L_HELD: st = lock_held_now(l) ? ZKL_HELD : ZKL_FAILED;
+    if (st == ZKL_FAILED) zkl_seterr(err, ZKL_ELOCK_LOST, "lock lost");
+    break;
+  case L_DONE: st = ZKL_DONE; break;
+  case L_FAILED: st = ZKL_FAILED;
+    if (err) *err = l->err;
+    break;
+  default: st = ZKL_PENDING; break;
+  }
+  pthread_mutex_unlock(&l->c->mu);
+  return st;
+}
+
+int zkl_lock_held(zkl_lock *l) {
+  int held;
+  pthread_mutex_lock(&l->c->mu);
+  held = lock_held_now(l);
+  pthread_mutex_unlock(&l->c->mu);
+  return held;
+}
+
+static void lock_release_locked(zkl_lock *l) {
+  l->abandon = 1;
+  switch (l->state) {
+  case L_IDLE: case L_PARENTS: lock_finish(l, ZOK, NULL); break;
+  case L_CREATING: if (!l->create_out) lock_delete(l); break;
+  case L_RECOVER: break; /* finds our node, then deletes it */
+  case L_LISTING: case L_WATCHING: case L_HELD: lock_delete(l); break;
+  default: break;
+  }
+}
+
+void zkl_lock_release(zkl_lock *l) {
+  pthread_mutex_lock(&l->c->mu);
+  lock_release_locked(l);
+  pthread_mutex_unlock(&l->c->mu);
+}
+
+void zkl_lock_drop(zkl_lock *l) {
+  zkl_client *c = l->c;
+  pthread_mutex_lock(&c->mu);
+  lock_release_locked(l);
+  zkl_lock_unref(l);
+  pthread_mutex_unlock(&c->mu);
+  zkl_client_unref(c);
+}

@@ -1,0 +1,190 @@
+/* zklock C core: shared declarations.  Nothing here knows about Lua. */
+#ifndef ZKLOCK_ZKL_H
+#define ZKLOCK_ZKL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <zookeeper/zookeeper.h>
+
+/* ---- names.c ---------------------------------------------------------- */
+typedef struct zkl_entry {
+  const char *name; /* child name, borrowed */
+  uint32_t seq;     /* sequence suffix, compared as uint32 */
+  int which;        /* index of the marker that matched */
+} zkl_entry;
+
+extern const char *const zkl_markers_mutex[];
+extern const char *const zkl_markers_lease[];
+extern const char *const zkl_markers_rw[];
+
+int zkl_name_parse(const char *name, const char *const *markers,
+                   uint32_t *seq, int *which);
+/* Keep the contenders among names, sorted by sequence; returns their count. */
+int zkl_names_sort(char *const *names, int n, const char *const *markers,
+                   zkl_entry *out);
+int zkl_names_find(const zkl_entry *e, int n, const char *name);
+
+/* ---- errors ----------------------------------------------------------- */
+/* Codes returned to Lua as the third value (zklock.errors). */
+#define ZKL_CODES(X)                      \
+  X(TIMEOUT, "timeout")                   \
+  X(CONNECTION_LOSS, "connection_loss")   \
+  X(SESSION_EXPIRED, "session_expired")   \
+  X(CLOSED, "closed")                     \
+  X(NO_AUTH, "no_auth")                   \
+  X(LOCK_LOST, "lock_lost")               \
+  X(NO_NODE, "no_node")                   \
+  X(NODE_EXISTS, "node_exists")           \
+  X(NOT_EMPTY, "not_empty")               \
+  X(FORKED, "forked")                     \
+  X(ZK_ERROR, "zk_error")
+
+enum zkl_code {
+  ZKL_OK = 0,
+#define ZKL_ENUM(n, s) ZKL_E##n,
+  ZKL_CODES(ZKL_ENUM)
+#undef ZKL_ENUM
+  ZKL_NCODES
+};
+
+const char *zkl_code_name(int code);
+int zkl_code_from_rc(int rc);
+/* "ZCONNECTIONLOSS: connection loss" */
+const char *zkl_rc_name(int rc);
+
+typedef struct zkl_error {
+  int code;       /* enum zkl_code */
+  char msg[256];
+} zkl_error;
+
+void zkl_seterr(zkl_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void zkl_seterr_rc(zkl_error *e, int rc, const char *what);
+
+double zkl_now(void); /* monotonic seconds */
+
+/* ---- client.c --------------------------------------------------------- */
+enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
+       ZKL_CLOSED };
+
+struct zkl_lock;
+
+typedef struct zkl_client {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  zhandle_t *zh;          /* NULL once closed */
+  int refs;               /* Lua boxes: the client's and every recipe's */
+  int state;
+  int closing;
+  unsigned long gen;      /* bumped (and cv broadcast) on every change */
+  int64_t session_id;
+  int timeout_ms;         /* negotiated session timeout */
+  double disconnected_at; /* monotonic; 0 while connected */
+  pid_t pid;              /* process that opened the session */
+  const struct ACL_vector *acl;
+  struct zkl_lock *locks; /* live lock attempts, for watch dispatch */
+  struct zkl_req *reqs;   /* outstanding requests */
+  unsigned long n_watch_events, n_requests;
+  int wake_fd;            /* eventfd written on every change, or -1 */
+} zkl_client;
+
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
+                           zkl_error *err);
+void zkl_client_close(zkl_client *c);
+void zkl_client_unref(zkl_client *c); /* Lua thread only */
+int zkl_client_forked(const zkl_client *c);
+/* Wait until c->gen differs from gen or timeout (seconds, <0 = forever).
+ * Returns the current gen. */
+unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
+                              double timeout);
+void zkl_client_changed(zkl_client *c); /* with mu held */
+/* 1 while the session is usable for requests; else sets err. */
+int zkl_client_usable(zkl_client *c, zkl_error *err); /* with mu held */
+
+/* Requests: one per outstanding asynchronous call, each holding a reference
+ * on its owner.  The completion ignores results of an older epoch. */
+typedef struct zkl_req {
+  struct zkl_req *prev, *next;
+  zkl_client *c;
+  struct zkl_lock *l;     /* owner, or NULL */
+  struct zkl_op *op;      /* owner, or NULL */
+  int epoch;
+  int kind;
+} zkl_req;
+
+zkl_req *zkl_req_new(zkl_client *c, struct zkl_lock *l, struct zkl_op *op,
+                     int epoch, int kind); /* with mu held */
+void zkl_req_done(zkl_req *r); /* with mu held; drops the owner's ref */
+
+/* ---- op.c: one-shot requests (listing, exists, delete) ----------------- */
+enum { ZKL_OP_CHILDREN };
+typedef struct zkl_op {
+  zkl_client *c;
+  int refs;
+  int kind;
+  int done;
+  zkl_error err;
+  const char *const *markers;
+  char **names;   /* result of ZKL_OP_CHILDREN: sorted contenders */
+  int n;
+} zkl_op;
+
+zkl_op *zkl_op_children(zkl_client *c, const char *path,
+                        const char *const *markers, zkl_error *err);
+int zkl_op_poll(zkl_op *op, unsigned long *gen);
+void zkl_op_unref(zkl_op *op); /* with mu held */
+void zkl_op_drop(zkl_op *op);  /* the Lua box is gone */
+void zkl_op_closing(zkl_req *r);
+
+/* ---- lock.c: mutex / semaphore / read-write lock state machine -------- */
+enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE };
+enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED };
+
+typedef struct zkl_lock {
+  struct zkl_lock *prev, *next; /* client's list */
+  zkl_client *c;
+  int refs;        /* the Lua box + outstanding requests */
+  int kind, max_leases;
+  int state;       /* internal phase, see lock.c */
+  int epoch;
+  int abandon;     /* release asked: delete our node, then done */
+  int lost;        /* the lock was held and is no longer */
+  int create_out;  /* a create is outstanding */
+  int list_piped;  /* a listing was sent right behind the create */
+  int redo;        /* the last request was cut: redo on reconnect */
+  int parents_left, parents_rc;
+  char *path;      /* lock directory */
+  char *prefix;    /* full path of the node to create, without sequence */
+  char *data; int datalen;
+  char uuid[40];
+  char *node;      /* our child's name once known */
+  char *watch;     /* full path of the watched predecessor */
+  int64_t czxid;
+  int64_t session; /* session that created our node */
+  zkl_error err;
+} zkl_lock;
+
+zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
+                       int max_leases, const char *data, int datalen);
+int zkl_lock_start(zkl_lock *l, zkl_error *err);
+/* One of ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED; *gen for waiting. */
+int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
+/* Give the lock up: delete our node (now or once the create returns). */
+void zkl_lock_release(zkl_lock *l);
+void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
+int zkl_lock_held(zkl_lock *l);
+
+/* hooks called by client.c with mu held */
+void zkl_lock_on_connected(zkl_lock *l);
+void zkl_lock_on_expired(zkl_lock *l);
+void zkl_lock_on_watch(zkl_lock *l, int type);
+void zkl_lock_unref(zkl_lock *l);   /* with mu held */
+void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */
+
+/* ---- netutil.c (for zklock.testing) ------------------------------------ */
+int zkl_free_port(void);
+char *zkl_four_letter(const char *host, int port, const char *cmd,
+                      double timeout, zkl_error *err);
+
+#endif
