@@ -9,11 +9,14 @@ __attribute__((visibility("default"))) int luaopen_zklock_core(lua_State *L);
 int luaopen_zklock_core(lua_State *L) {
   const char *lv = getenv("ZKLOCK_LOG_LEVEL");
   int i;
-  /* the C client logs INFO to stderr by default: keep errors only */
-  zoo_set_debug_level(lv && strcmp(lv, "debug") == 0 ? ZOO_LOG_LEVEL_DEBUG
-                      : lv && strcmp(lv, "info") == 0 ? ZOO_LOG_LEVEL_INFO
-                      : lv && strcmp(lv, "none") == 0 ? (ZooLogLevel)0
-                      : ZOO_LOG_LEVEL_ERROR);
+  /* the C client logs INFO to stderr by default; zklock reports failures
+   * as return values, so its log stays off unless ZKLOCK_LOG_LEVEL asks */
+  zoo_set_debug_level(!lv ? (ZooLogLevel)0
+                      : strcmp(lv, "debug") == 0 ? ZOO_LOG_LEVEL_DEBUG
+                      : strcmp(lv, "info") == 0 ? ZOO_LOG_LEVEL_INFO
+                      : strcmp(lv, "warn") == 0 ? ZOO_LOG_LEVEL_WARN
+                      : strcmp(lv, "error") == 0 ? ZOO_LOG_LEVEL_ERROR
+                      : (ZooLogLevel)0);
   lua_newtable(L);
   zkl_open_client(L);
   zkl_open_lock(L);

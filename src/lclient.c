@@ -173,10 +173,11 @@ static int lclient_tostring(lua_State *L) {
 typedef struct { zkl_op *op; } lclient_opbox;
 
 static const char *const *lclient_markers(lua_State *L, int idx) {
-  static const char *const names[] = { "mutex", "lease", "rw", NULL };
+  static const char *const names[] = { "mutex", "lease", "rw", "all", NULL };
   switch (luaL_checkoption(L, idx, "mutex", names)) {
   case 1: return zkl_markers_lease;
   case 2: return zkl_markers_rw;
+  case 3: return NULL; /* every child, unsorted */
   default: return zkl_markers_mutex;
   }
 }

@@ -8,7 +8,7 @@
 typedef struct { zkl_lock *l; } llock_box;
 
 static const char *const llock_status[] = { "pending", "held", "done",
-                                            "failed" };
+                                            "failed", "waiting" };
 
 /* client:_lock(path, kind, max_leases, data) -> attempt */
 static int llock_new(lua_State *L) {

@@ -172,6 +172,7 @@ static zkl_lock *lock_enter(const void *data, zkl_req **rp) {
 static void lock_leave(zkl_req *r) {
   zkl_client *c = r->c;
   zkl_req_done(r);
+  zkl_client_changed(c); /* whatever moved, waiters look again */
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -316,7 +317,6 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   if (!b) {
     l->state = L_HELD;
     lock_set_watch(l, NULL);
-    zkl_client_changed(l->c);
   } else {
     zkl_req *r;
     int rc;
@@ -503,16 +503,15 @@ int zkl_lock_start(zkl_lock *l, zkl_error *err) {
 /* Held, as far as this process can know: our node exists in our session,
  * and the session cannot have expired on the server yet.  The client notices
  * a silent server after 2/3 of the session timeout, so once disconnected the
- * server may expire us 1/3 of the timeout later. */
+ * server may expire us 1/3 of the timeout later: past that we answer false.
+ * Reconnecting in the same session proves the node never went away, and the
+ * answer is true again; expiry makes it false for good (l->lost). */
 static int lock_held_now(zkl_lock *l) {
   zkl_client *c = l->c;
   if (l->state != L_HELD || l->lost) return 0;
   if (c->state == ZKL_CONNECTED) return 1;
-  if (c->state == ZKL_CONNECTING &&
-      zkl_now() < c->disconnected_at + c->timeout_ms / 3000.0)
-    return 1;
-  l->lost = 1;
-  return 0;
+  return c->state == ZKL_CONNECTING &&
+         zkl_now() < c->disconnected_at + c->timeout_ms / 3000.0;
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
@@ -520,10 +519,9 @@ int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
   pthread_mutex_lock(&l->c->mu);
   if (gen) *gen = l->c->gen;
   switch (l->state) {
-  case L_HELD: st = lock_held_now(l) ? ZKL_HELD : ZKL_FAILED;
-    if (st == ZKL_FAILED) zkl_seterr(err, ZKL_ELOCK_LOST, "lock lost");
-    break;
+  case L_HELD: st = ZKL_HELD; break;
   case L_DONE: st = ZKL_DONE; break;
+  case L_WATCHING: st = ZKL_WAITING; break;
   case L_FAILED: st = ZKL_FAILED;
     if (err) *err = l->err;
     break;

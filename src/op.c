@@ -42,7 +42,12 @@ static void op_children_cb(int rc, const struct String_vector *sv,
   if (!op->done) {
     if (rc == ZOK) {
       zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count + 1));
-      int i, n = e ? zkl_names_sort(sv->data, sv->count, op->markers, e) : 0;
+      int i, n = 0;
+      if (e && op->markers) {
+        n = zkl_names_sort(sv->data, sv->count, op->markers, e);
+      } else if (e) { /* every child */
+        for (n = 0; n < sv->count; n++) e[n].name = sv->data[n];
+      }
       op->names = calloc((size_t)n + 1, sizeof *op->names);
       for (i = 0; op->names && i < n; i++) {
         op->names[i] = strdup(e[i].name);

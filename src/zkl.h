@@ -139,7 +139,7 @@ void zkl_op_closing(zkl_req *r);
 
 /* ---- lock.c: mutex / semaphore / read-write lock state machine -------- */
 enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE };
-enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED };
+enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED, ZKL_WAITING };
 
 typedef struct zkl_lock {
   struct zkl_lock *prev, *next; /* client's list */
@@ -168,7 +168,8 @@ typedef struct zkl_lock {
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
                        int max_leases, const char *data, int datalen);
 int zkl_lock_start(zkl_lock *l, zkl_error *err);
-/* One of ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED; *gen for waiting. */
+/* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
+ * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
 /* Give the lock up: delete our node (now or once the create returns). */
 void zkl_lock_release(zkl_lock *l);

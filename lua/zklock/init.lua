@@ -86,14 +86,20 @@ function M.set_waiter(fn)
 end
 
 -- Poll obj (anything with poll() -> status, gen, ...) until it leaves
--- "pending" or the deadline passes ("timeout").
-local function await(client, obj, deadline)
+-- "pending"/"waiting", or the deadline passes ("timeout").  Like Curator, a
+-- timeout bounds the wait behind other holders: the first create and
+-- listing are always awaited (a try-lock with timeout 0 works), for at most
+-- `slack` seconds more.
+local function await(client, obj, deadline, slack)
+  local queued = false
   while true do
     local st, gen, msg, code = obj:poll()
-    if st ~= "pending" then return st, msg, code end
+    if st == "waiting" then queued = true
+    elseif st ~= "pending" then return st, msg, code end
     local left
     if deadline then
       left = deadline - now()
+      if not queued and slack then left = left + slack end
       if left <= 0 then return "timeout" end
     end
     waiter(client, gen, left)
@@ -236,7 +242,7 @@ function Lock:acquire(timeout)
   ok, msg, code = att:start()
   if not ok then return nil, msg, code end
   local st
-  st, msg, code = await(client, att, deadline)
+  st, msg, code = await(client, att, deadline, client:session_timeout())
   if st == "held" then
     f.owners[co] = { att = att, count = 1 }
     return self

@@ -1,0 +1,98 @@
+-- Bad input to every public function: a clear error, no crash, and the
+-- objects keep working afterwards.
+local H = require "spec.helpers"
+local zklock = H.zklock
+
+describe("bad input", function()
+  local srv, zk
+
+  lazy_setup(function()
+    srv = H.testing.server()
+    zk = H.connect(srv)
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if srv then srv:close() end
+  end)
+
+  it("connect", function()
+    assert.has_error(function() zklock.connect() end,
+      "bad argument #1 to 'connect' (connect string expected, got nil)")
+    assert.has_error(function() zklock.connect(42) end)
+    assert.has_error(function() zklock.connect("") end)
+    assert.has_error(function() zklock.connect(srv.connect_string, 5) end,
+      "bad argument #2 to 'connect' (table expected, got number)")
+    for _, opts in ipairs({
+      { session_timeout = 0 }, { session_timeout = -1 },
+      { session_timeout = "10" }, { session_timeout = 0 / 0 },
+      { connect_timeout = -1 }, { acl = "everyone" }, { auth = "x" },
+      { auth = { "digest" } },
+    }) do
+      assert.has_error(function() zklock.connect(srv.connect_string, opts) end)
+    end
+    local zk2, msg, code = zklock.connect("not a host list:99999",
+      { connect_timeout = 0.3 })
+    assert.is_nil(zk2)
+    assert.is_string(msg)
+    assert.is_string(code)
+  end)
+
+  it("mutex paths", function()
+    for _, p in ipairs({ "", "/", "a/b", "/a/", "/a//b", "/a/./b", "/a/..",
+        "/a\0b" }) do
+      assert.has_error(function() zk:mutex(p) end)
+    end
+    assert.has_error(function() zk:mutex() end,
+      "bad argument #1 to 'mutex' (string expected, got nil)")
+    assert.has_error(function() zk:mutex({}) end)
+    assert.has_error(function() zk.mutex(nil, "/a") end)
+    assert.has_error(function() zk.mutex({}, "/a") end)
+    local ok, err = pcall(zk.mutex, zk, "/a/")
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'mutex' %(path must not end", err)
+  end)
+
+  it("lock methods", function()
+    local m = zk:mutex(H.path())
+    for _, t in ipairs({ -1, "5", {}, 0 / 0 }) do
+      assert.has_error(function() m:acquire(t) end)
+    end
+    assert.has_error(function() m.acquire({}) end)
+    assert.has_error(function() m.acquire(zk) end)
+    assert.has_error(function() m.release(42) end)
+    assert.has_error(function() m.is_held("x") end)
+    assert.has_error(function() m.token(nil) end)
+    assert.has_error(function() m:participants(-5) end)
+    assert.has_error(function() m:release() end)
+    -- still fine afterwards
+    assert.equal(m, m:acquire(5))
+    assert.is_true(m:release())
+  end)
+
+  it("with_lock", function()
+    local m = zk:mutex(H.path())
+    assert.has_error(function() zklock.with_lock() end)
+    assert.has_error(function() zklock.with_lock({}, function() end) end)
+    assert.has_error(function() zklock.with_lock(m) end)
+    assert.has_error(function() zklock.with_lock(m, 5) end,
+      "bad argument #3 to 'with_lock' (function expected, got nil)")
+    assert.has_error(function() zklock.with_lock(m, -1, function() end) end)
+    assert.has_error(function() zklock.with_lock(m, "x", function() end) end)
+    assert.is_false(m:is_held())
+    assert.equal(0, #m:participants())
+  end)
+
+  it("set_waiter", function()
+    assert.has_error(function() zklock.set_waiter(5) end)
+    zklock.set_waiter(nil)
+  end)
+
+  it("core helpers used by the specs", function()
+    local core = H.core
+    assert.has_error(function() core.four_letter() end)
+    local r, msg = core.four_letter("not-an-ip", 1, "ruok")
+    assert.is_nil(r)
+    assert.is_string(msg)
+    assert.has_error(function() core.set_log_level("loud") end)
+  end)
+end)

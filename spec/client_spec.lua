@@ -1,0 +1,84 @@
+-- Sessions: connect, state, close, chroot, fork, connection failures.
+local H = require "spec.helpers"
+local zklock, core = H.zklock, H.core
+
+describe("zklock.connect", function()
+  local srv
+
+  lazy_setup(function() srv = H.testing.server() end)
+  lazy_teardown(function() if srv then srv:close() end end)
+
+  it("connects, reports its session and closes idempotently", function()
+    local zk = assert(zklock.connect(srv.connect_string,
+      { session_timeout = 4, connect_timeout = 10 }))
+    assert.equal("connected", zk:state())
+    assert.matches("^0x%x+$", zk:session_id())
+    assert.equal(4, zk:session_timeout())
+    assert.matches("^zklock.client{connected}: ", tostring(zk))
+    zk:close()
+    assert.equal("closed", zk:state())
+    zk:close()
+    assert.has_error(function() zk:session_id() end)
+  end)
+
+  it("gives nil, msg, 'connection_loss' when nothing listens", function()
+    local port = core.free_port()
+    local t0 = H.now()
+    local zk, msg, code = zklock.connect("127.0.0.1:" .. port,
+      { connect_timeout = 0.5 })
+    assert.is_nil(zk)
+    assert.equal("connection_loss", code)
+    assert.matches("could not connect", msg)
+    assert.is_true(H.now() - t0 < 8)
+  end)
+
+  it("works under a chroot", function()
+    local root = H.connect(srv)
+    local base = H.path("chroot")
+    -- make the chroot exist by taking (and releasing) a lock below it
+    local m0 = root:mutex(base .. "/x")
+    assert(m0:acquire(5)); m0:release()
+    local zk = H.connect(srv.connect_string .. base)
+    local m = zk:mutex("/locks/a")
+    assert(m:acquire(5))
+    assert.equal(1, #H.lock_nodes(root, base .. "/locks/a"))
+    m:release()
+    zk:close()
+    root:close()
+  end)
+
+  it("reports a missing chroot clearly", function()
+    local zk = H.connect(srv.connect_string .. "/no/such/chroot")
+    local ok, msg, code = zk:mutex("/a"):acquire(5)
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot", msg)
+    zk:close()
+  end)
+
+  it("errors clearly when used in a forked child", function()
+    local zk = H.connect(srv)
+    local m = zk:mutex(H.path())
+    local out = H.tmpname("fork")
+    local pid = core._fork()
+    if pid == 0 then
+      local ok, err = pcall(m.acquire, m, 1)
+      local ok2, err2 = pcall(zk.state, zk)
+      local fh = io.open(out, "w")
+      fh:write(tostring(ok), "\n", tostring(err), "\n", tostring(ok2), "\n",
+        tostring(err2))
+      fh:close()
+      core._exit(0)
+    end
+    assert.equal(0, core._waitpid(pid))
+    local text = H.read(out)
+    os.remove(out)
+    assert.matches("^false\n", text)
+    assert.matches("forked child", text)
+    assert.matches("\nfalse\n.*init_worker_by_lua", text)
+    -- the parent's session is untouched
+    assert.equal("connected", zk:state())
+    assert(m:acquire(5)); m:release()
+    zk:close()
+  end)
+end)

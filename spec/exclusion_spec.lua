@@ -1,0 +1,68 @@
+-- Mutual exclusion across separate OS processes, with a checker that is
+-- first shown to catch a lock that does not exclude.
+local H = require "spec.helpers"
+
+local WORKERS, CYCLES = 4, 200
+
+-- Run the counter workers; return the final count and the number of
+-- overlapping pairs among all logged intervals.
+local function run_checker(srv, mode)
+  local path = H.path("excl")
+  local file = H.tmpname("counter")
+  H.write(file, "0")
+  local gate = H.tmpname("gate")
+  local procs, logs = {}, {}
+  for i = 1, WORKERS do
+    logs[i] = H.tmpname("log")
+    procs[i] = H.spawn("spec/workers/counter.lua", srv.connect_string, path,
+      file, logs[i], CYCLES, mode, gate)
+  end
+  H.write(gate, "go")
+  for i, p in ipairs(procs) do
+    local status = p:wait(180)
+    assert(status == 0, "worker " .. i .. " failed: " .. p:output())
+    p:cleanup()
+  end
+  local intervals = {}
+  for _, log in ipairs(logs) do
+    for a, b in H.read(log):gmatch("(%S+) (%S+)") do
+      intervals[#intervals + 1] = { tonumber(a), tonumber(b) }
+    end
+    os.remove(log)
+  end
+  table.sort(intervals, function(x, y) return x[1] < y[1] end)
+  local overlaps, reach = 0, -math.huge
+  for _, iv in ipairs(intervals) do
+    if iv[1] < reach then overlaps = overlaps + 1 end
+    if iv[2] > reach then reach = iv[2] end
+  end
+  local count = tonumber(H.read(file))
+  os.remove(file)
+  os.remove(gate)
+  return count, overlaps, #intervals
+end
+
+describe("mutual exclusion across processes", function()
+  local srv
+
+  lazy_setup(function() srv = H.testing.server() end)
+  lazy_teardown(function() if srv then srv:close() end end)
+
+  it("the checker catches workers that bypass the lock", function()
+    local count, overlaps, n = run_checker(srv, "bypass")
+    assert.equal(WORKERS * CYCLES, n)
+    assert.is_true(overlaps > 0, "no overlap seen without the lock")
+    assert.is_true(count < WORKERS * CYCLES, "no lost update without the lock")
+  end)
+
+  it(("%d processes x %d cycles under the mutex: exact count, no overlap")
+      :format(WORKERS, CYCLES), function()
+    local count, overlaps, n = run_checker(srv, "lock")
+    assert.equal(WORKERS * CYCLES, n)
+    assert.equal(0, overlaps)
+    assert.equal(WORKERS * CYCLES, count)
+    local zk = H.connect(srv)
+    assert.same({}, H.lock_nodes(zk, "/zklock-spec"))
+    zk:close()
+  end)
+end)

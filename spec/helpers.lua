@@ -1,0 +1,190 @@
+-- Shared set-up for the specs: real servers from zklock.testing, clients,
+-- worker processes, bounded waits, and the orphan check.
+local zklock = require "zklock"
+local core = require "zklock.core"
+local testing = require "zklock.testing"
+
+local H = {}
+
+H.now = core.now
+--- The interpreter running this suite, for worker processes.
+H.lua = os.getenv("ZKLOCK_LUA") or (jit and "luajit" or "lua5.4")
+H.is54 = _VERSION == "Lua 5.4"
+
+local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
+
+--- Sleep without busy-waiting (used only inside bounded polling loops).
+function H.nap(s)
+  os.execute(("sleep %.3f"):format(s or 0.05))
+end
+
+--- Poll fn until it returns a truthy value; error after timeout seconds.
+function H.wait_until(fn, timeout, what)
+  local deadline = core.now() + (timeout or 10)
+  while true do
+    local v = fn()
+    if v then return v end
+    if core.now() > deadline then
+      error("timed out waiting for " .. (what or "a condition"), 2)
+    end
+    H.nap(0.02)
+  end
+end
+
+function H.connect(srv, opts)
+  local hosts = type(srv) == "string" and srv or srv.connect_string
+  return assert(zklock.connect(hosts, opts or { session_timeout = 5 }))
+end
+
+local seq = 0
+--- A fresh lock path per test, so tests never see each other's nodes.
+function H.path(name)
+  seq = seq + 1
+  return ("/zklock-spec/%s/%d-%d"):format(name or "lock", core.pid(), seq)
+end
+
+--- A fresh temp file name under the run's temp dir.
+function H.tmpname(tag)
+  seq = seq + 1
+  return ("%s/zklock-%s-%d-%d"):format(TMP, tag or "f", core.pid(), seq)
+end
+
+function H.read(file)
+  local fh = io.open(file)
+  if not fh then return nil end
+  local s = fh:read("*a")
+  fh:close()
+  return s
+end
+
+function H.write(file, s)
+  local fh = assert(io.open(file, "w"))
+  fh:write(s)
+  fh:close()
+end
+
+--- Children of a path (every child, unsorted), or {} when it is missing.
+function H.children(zk, path)
+  local op = assert(zk:_children(path, "all"))
+  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  local names, msg, code = op:result()
+  if not names then error(msg .. " " .. code) end
+  return names
+end
+
+--- Lock nodes under path (recursively, mutex/lease/rw markers alike).
+function H.lock_nodes(zk, path, out)
+  out = out or {}
+  for _, name in ipairs(H.children(zk, path)) do
+    local full = path .. "/" .. name
+    if name:find("%-lock%-") or name:find("__lock__") or
+        name:find("%-lease%-") or name:find("__READ__") or
+        name:find("__WRIT__") then
+      out[#out + 1] = full
+    end
+    H.lock_nodes(zk, full, out)
+  end
+  return out
+end
+
+--- Ephemeral nodes the server holds, from the `dump` four-letter word.
+function H.ephemerals(srv)
+  local out = {}
+  local text = srv:four_letter("dump") or ""
+  for line in text:gmatch("[^\n]+") do
+    local p = line:match("^%s+(/%S*)")
+    if p then out[#out + 1] = p end
+  end
+  return out
+end
+
+-- ---------------------------------------------------------------------------
+-- worker processes
+
+local Proc = {}
+Proc.__index = Proc
+
+--- Start `H.lua script args...` in the background; its exit status lands
+-- in a file, so waiting never depends on who reaps it.
+function H.spawn(script, ...)
+  local args = { script }
+  for i = 1, select("#", ...) do
+    args[#args + 1] = ("'%s'"):format(tostring((select(i, ...))))
+  end
+  local done = H.tmpname("done")
+  local out = H.tmpname("out")
+  local cmd = ("LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='%s' " ..
+    "%s %s >%s 2>&1; echo \\$? >%s"):format(
+    os.getenv("LUA_CPATH") or (package.cpath), H.lua,
+    table.concat(args, " "), out, done)
+  local fh = assert(io.popen(("sh -c \"%s\" >/dev/null 2>&1 & echo $!"):format(
+    cmd:gsub('"', '\\"'))))
+  local pid = tonumber(fh:read("*l"))
+  fh:close()
+  return setmetatable({ pid = pid, done = done, out = out }, Proc)
+end
+
+--- Exit status once finished, else nil.
+function Proc:status()
+  local s = H.read(self.done)
+  return s and tonumber(s:match("%d+"))
+end
+
+function Proc:wait(timeout)
+  return H.wait_until(function() return self:status() end, timeout,
+    "worker " .. tostring(self.pid))
+end
+
+function Proc:output() return H.read(self.out) or "" end
+
+--- Signal the worker's interpreter (the child of the sh wrapper).
+function Proc:kill(sig)
+  os.execute(("pkill -%s -P %d >/dev/null 2>&1"):format(sig or "KILL",
+    self.pid))
+end
+
+function Proc:cleanup()
+  if not self:status() then self:kill("KILL") end
+  os.remove(self.done)
+  os.remove(self.out)
+end
+
+-- ---------------------------------------------------------------------------
+-- a small cooperative scheduler: waits inside zklock yield to it
+
+--- Run coroutines whose zklock waits yield, until all finish or timeout.
+-- `tick()` (optional) runs between rounds and may return true to stop.
+function H.run(client, fns, timeout, tick)
+  local cos = {}
+  for i, fn in ipairs(fns) do cos[i] = coroutine.create(fn) end
+  zklock.set_waiter(function(c, gen, t)
+    local co, ismain = coroutine.running()
+    if co and not ismain then coroutine.yield() else c:_wait(gen, t) end
+  end)
+  local deadline = core.now() + (timeout or 20)
+  local ok, err = pcall(function()
+    while true do
+      local live = 0
+      local _, gen = client:_poll()
+      for i, co in ipairs(cos) do
+        if coroutine.status(co) == "suspended" then
+          local okr, e = coroutine.resume(co)
+          if not okr then error(debug.traceback(co, e), 0) end
+        end
+        if coroutine.status(cos[i]) ~= "dead" then live = live + 1 end
+      end
+      if live == 0 then return end
+      if tick and tick() then return end
+      if core.now() > deadline then error("coroutines did not finish", 0) end
+      client:_wait(gen, 0.05)
+    end
+  end)
+  zklock.set_waiter(nil)
+  if not ok then error(err, 2) end
+  return cos
+end
+
+H.testing = testing
+H.zklock = zklock
+H.core = core
+return H
