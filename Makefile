@@ -54,3 +54,7 @@ asan: deps build/asan/zklock/core.so
 
 clean:
 	rm -rf build
+
+build/floor: bench/floor.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt

@@ -1,0 +1,100 @@
+-- make bench: every figure against one fresh ZooKeeper started here, with
+-- production defaults (every write fsynced), in one run.  One line each:
+--   <name> ops=<n> ops_per_s=<x> p50_us=<y> p99_us=<z>
+-- Rounds alternate between programs so drift hits them alike.
+local zklock = require "zklock"
+local core = require "zklock.core"
+local testing = require "zklock.testing"
+
+local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 3
+local CYCLES = tonumber(os.getenv("BENCH_CYCLES")) or 1000
+local C, M = 8, tonumber(os.getenv("BENCH_C8_CYCLES")) or 150
+local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
+
+local function pct(lat, p)
+  table.sort(lat)
+  return lat[math.max(1, math.ceil(#lat * p))] or 0
+end
+
+local function line(name, ops, secs, lat)
+  print(("%s ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f"):format(
+    name, ops, ops / secs, pct(lat, 0.5) * 1e6, pct(lat, 0.99) * 1e6))
+  return ops / secs
+end
+
+local srv = testing.server({ tick_time = 2000 })
+local ok, err = pcall(function()
+  local hosts = srv.connect_string
+  local zk = assert(zklock.connect(hosts))
+  local m = zk:mutex("/bench/w1")
+  assert(m:acquire()); m:release() -- parents exist, code is warm
+
+  local floor = { ops = 0, secs = 0, lat = {} }
+  local w1 = { ops = 0, secs = 0, lat = {} }
+  for _ = 1, ROUNDS do
+    -- floor: the raw C client, one process
+    local fh = assert(io.popen(("./build/floor %s %d"):format(hosts, CYCLES)))
+    local out = fh:read("*a")
+    fh:close()
+    local n, rate, p50, p99 = out:match(
+      "ops=(%d+) ops_per_s=(%S+) p50_us=(%S+) p99_us=(%S+)")
+    assert(n, "floor failed: " .. out)
+    floor.ops = floor.ops + n
+    floor.secs = floor.secs + n / rate
+    floor.lat[#floor.lat + 1] = p50 / 1e6
+    floor.p99 = math.max(floor.p99 or 0, p99 / 1e6)
+    -- W1: one client, one mutex
+    local t0 = core.now()
+    for i = 1, CYCLES do
+      local a = core.now()
+      assert(m:acquire())
+      m:release()
+      w1.lat[#w1.lat + 1] = core.now() - a
+    end
+    w1.ops = w1.ops + CYCLES
+    w1.secs = w1.secs + core.now() - t0
+  end
+  -- the floor reports per-round p50/p99; keep them as such
+  print(("floor.create_delete ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f")
+    :format(floor.ops, floor.ops / floor.secs, pct(floor.lat, 0.5) * 1e6,
+      floor.p99 * 1e6))
+  local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
+  print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
+    :format(w1rate / (floor.ops / floor.secs)))
+  zk:close()
+
+  -- W2: C separate processes (sessions) on one mutex
+  local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
+  local gate = ("%s/zklock-bench-gate-%d"):format(TMP, core.pid())
+  local outs, done = {}, {}
+  for i = 1, C do
+    outs[i] = ("%s/zklock-bench-c8-%d-%d"):format(TMP, core.pid(), i)
+    done[i] = outs[i] .. ".done"
+    os.execute(("sh -c '%s bench/worker.lua %s /bench/c8 %d %s %s; echo $? >%s'" ..
+      " >/dev/null 2>&1 &"):format(lua, hosts, M, gate, outs[i], done[i]))
+  end
+  local g = assert(io.open(gate, "w")); g:close()
+  local deadline = core.now() + 300
+  for i = 1, C do
+    while not io.open(done[i]) do
+      assert(core.now() < deadline, "c8 workers did not finish")
+      os.execute("sleep 0.1")
+    end
+  end
+  local lat, first, last = {}, math.huge, 0
+  for i = 1, C do
+    local fh = assert(io.open(outs[i]))
+    local a, b = fh:read("*n", "*n")
+    assert(a, "c8 worker " .. i .. " failed")
+    first, last = math.min(first, a), math.max(last, b)
+    for v in fh:lines() do
+      if tonumber(v) then lat[#lat + 1] = tonumber(v) end
+    end
+    fh:close()
+    os.remove(outs[i]); os.remove(done[i])
+  end
+  os.remove(gate)
+  line("zklock.mutex.c8", C * M, last - first, lat)
+end)
+srv:close()
+assert(ok, err)

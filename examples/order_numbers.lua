@@ -1,0 +1,58 @@
+-- The order-number generator: 30 workers, each its own process, take order
+-- numbers from one shared counter under a zklock mutex.  No number is
+-- handed out twice.
+--
+--   lua5.4 examples/order_numbers.lua HOSTS [workers] [orders_each]
+local zklock = require "zklock"
+local core = require "zklock.core"
+
+local hosts, workers, each, role, file, out = ...
+workers = tonumber(workers) or 30
+each = tonumber(each) or 5
+
+if role == "worker" then
+  local zk = assert(zklock.connect(hosts))
+  local m = zk:mutex("/examples/order-numbers")
+  local mine = {}
+  for _ = 1, each do
+    mine[#mine + 1] = zklock.with_lock(m, 60, function()
+      local fh = assert(io.open(file))
+      local n = tonumber(fh:read("*a")) + 1
+      fh:close()
+      fh = assert(io.open(file, "w"))
+      fh:write(n)
+      fh:close()
+      return ("ORD-%06d"):format(n)
+    end)
+  end
+  local fh = assert(io.open(out, "a"))
+  fh:write(table.concat(mine, "\n"), "\n")
+  fh:close()
+  zk:close()
+  return
+end
+
+assert(hosts, "usage: order_numbers.lua HOSTS [workers] [orders_each]")
+local dir = os.getenv("TMPDIR") or "/tmp"
+file = ("%s/zklock-orders-%d"):format(dir, core.pid())
+out = file .. ".out"
+local fh = assert(io.open(file, "w")); fh:write("0"); fh:close()
+fh = assert(io.open(out, "w")); fh:close()
+local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
+local cmds = {}
+for i = 1, workers do
+  cmds[i] = ("%s %s %s %d %d worker %s %s"):format(lua, arg[0], hosts,
+    workers, each, file, out)
+end
+assert(os.execute(table.concat(cmds, " & ") .. " & wait"))
+local seen, dups, n = {}, 0, 0
+for id in io.lines(out) do
+  n = n + 1
+  if seen[id] then dups = dups + 1 end
+  seen[id] = true
+end
+os.remove(file)
+os.remove(out)
+print(("%d workers made %d order numbers: %d duplicates"):format(workers, n,
+  dups))
+if dups > 0 or n ~= workers * each then os.exit(1) end

@@ -1,0 +1,9 @@
+-- Start a throwaway ZooKeeper on 127.0.0.1 (zklock.testing), run a shell
+-- command with its connect string in $ZK_HOSTS, then remove the server.
+--   lua5.4 examples/with_server.lua 'command using $ZK_HOSTS'
+local testing = require "zklock.testing"
+local srv = testing.server()
+local ok, how, code = os.execute(("ZK_HOSTS=%s %s"):format(
+  srv.connect_string, arg[1]))
+srv:close()
+if ok ~= true and ok ~= 0 then os.exit(type(code) == "number" and code or 1) end
