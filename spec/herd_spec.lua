@@ -47,15 +47,19 @@ describe("herd", function()
     local before
     H.run(zk, fns, 120, function()
       if phase == "queue" and #holder:participants() == N + 1 then
-        -- everyone queued: the server holds one watch per predecessor
-        local per = watches(srv)
-        local on_path, max = 0, 0
-        for p, n in pairs(per) do
-          if p:sub(1, #path) == path then
-            on_path = on_path + 1
-            if n > max then max = n end
+        -- everyone queued: once each has set its watch (bounded wait), the
+        -- server holds exactly one watch per predecessor
+        local per, on_path, max
+        H.wait_until(function()
+          per, on_path, max = watches(srv), 0, 0
+          for p, n in pairs(per) do
+            if p:sub(1, #path) == path then
+              on_path = on_path + 1
+              if n > max then max = n end
+            end
           end
-        end
+          return on_path >= N
+        end, 20, "every waiter's watch")
         assert.equal(N, on_path) -- N waiters, N distinct watched nodes
         assert.equal(1, max)
         assert.is_nil(per[path]) -- nobody watches the children list

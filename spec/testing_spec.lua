@@ -101,11 +101,39 @@ describe("zklock.testing.server", function()
   end)
 end)
 
-describe("zklock.testing clean-up", function()
-  lazy_teardown(function() testing.close_all() end)
+-- Runs `code` in a child interpreter of the same kind, with our paths;
+-- returns its output. The child lets close_all and exit-time clean-up be
+-- checked without touching servers this process may share.
+local function child(code)
+  local lua = os.getenv("ZKLOCK_LUA") or (jit and "luajit" or "lua5.4")
+  local prog = ("package.path = %q; package.cpath = %q; %s")
+    :format(package.path, package.cpath, code)
+  local p = io.popen(lua .. " -e '" .. prog:gsub("'", [['\'']]) .. "' 2>&1")
+  local out = p:read("*a")
+  p:close()
+  return out
+end
 
+-- Parses "pid dir" lines; kills and removes whatever survived (so a
+-- failing check leaves nothing behind).
+local function started(out)
+  local list = {}
+  for pid, dir in out:gmatch("(%d+)%s+(%S+/zklock%-zk%-%w+)") do
+    list[#list + 1] = { pid = tonumber(pid), dir = dir }
+  end
+  finally(function()
+    for _, s in ipairs(list) do
+      os.execute("kill -KILL " .. s.pid .. " 2>/dev/null; rm -rf '" .. s.dir
+                 .. "'")
+    end
+  end)
+  return list
+end
+
+describe("zklock.testing clean-up", function()
   it("close kills the JVM and removes the directory, idempotently", function()
     local srv = testing.server()
+    finally(function() srv:close() end)
     local pid, dir = srv:pid(), srv.dir
     assert.is_true(exists(dir))
     assert.is_true(srv:close())
@@ -128,14 +156,31 @@ describe("zklock.testing clean-up", function()
     assert.is_false(exists(dir))
   end)
 
-  it("close_all closes every server still open", function()
-    local a, b = testing.server(), testing.server()
-    local pids, dirs = { a:pid(), b:pid() }, { a.dir, b.dir }
-    testing.close_all()
-    for i = 1, 2 do
-      assert.is_false(proc_alive(pids[i]))
-      assert.is_false(exists(dirs[i]))
+  it("close_all closes every server and member of the process", function()
+    -- os.exit without closing the state: only close_all can clean up
+    local list = started(child([[
+      local t = require "zklock.testing"
+      local a, c = t.server(), t.cluster(3)
+      for _, s in ipairs({ a, c.members[1], c.members[2], c.members[3] }) do
+        print(s:pid(), s.dir)
+      end
+      t.close_all()
+      io.stdout:flush()
+      os.exit(0, false)]]))
+    assert.equal(4, #list)
+    for _, s in ipairs(list) do
+      assert.is_false(proc_alive(s.pid))
+      assert.is_false(exists(s.dir))
     end
+  end)
+
+  it("a normal exit of the interpreter closes open servers", function()
+    local list = started(child([[
+      local srv = require("zklock.testing").server()
+      print(srv:pid(), srv.dir)]]))
+    assert.equal(1, #list)
+    assert.is_false(proc_alive(list[1].pid))
+    assert.is_false(exists(list[1].dir))
   end)
 end)
 

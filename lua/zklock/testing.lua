@@ -1,0 +1,437 @@
+--- Real ZooKeeper servers for specs: a standalone server and a small
+-- ensemble on loopback, each in a throwaway directory, with stop, start,
+-- pause and close controls (what Curator's TestingServer and
+-- TestingCluster give Java tests).
+--
+-- Servers are Debian's ZooKeeper 3.8 jars run by `java`. Each JVM's
+-- command line names its directory, made under `$ZKLOCK_TEST_TMP` (or
+-- `/tmp`), so `spec/run.sh` can kill whatever a crashed spec left behind.
+-- @module zklock.testing
+local core = require "zklock.core"
+
+local M = {}
+
+local HOST = "127.0.0.1"
+local JAVA = os.getenv("ZKLOCK_JAVA") or "java"
+local CLASSPATH = os.getenv("ZKLOCK_ZK_CLASSPATH")
+  or "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+-- Small heap, quick JIT, no hsperfdata files left by a SIGKILL, a 1 MB
+-- (not 64 MB) preallocated transaction log, short quorum connect timeout.
+local JVM_OPTS = "-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+  .. " -XX:-UsePerfData -Djava.net.preferIPv4Stack=true"
+  .. " -Dzookeeper.preAllocSize=1024 -Dzookeeper.cnxTimeout=1000"
+  .. " -Dorg.slf4j.simpleLogger.showDateTime=true"
+  .. " -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"
+local START_TIMEOUT, STOP_TIMEOUT, LOG_TAIL = 30, 10, 40
+
+local live = {} -- state -> true for every server not closed yet
+
+local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+
+-- os.execute returns a number on Lua 5.1/LuaJIT, true|nil,... on 5.2+.
+local function run(cmd)
+  local ok = os.execute(cmd)
+  if type(ok) == "number" then return ok == 0 end
+  return ok == true
+end
+
+local function capture(cmd)
+  local p = assert(io.popen(cmd, "r"))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  local s = f and f:read("*a")
+  if f then f:close() end
+  return s
+end
+
+local function spit(path, text, mode)
+  local f = assert(io.open(path, mode or "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function tail(text, n)
+  local lines = {}
+  for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  return table.concat(lines, "\n", math.max(1, #lines - n + 1))
+end
+
+-- Calls `check` every 0.1 s until it returns a true value (returned) or
+-- `timeout` seconds have passed (nil).
+local function poll(timeout, check)
+  local deadline = core.now() + timeout
+  repeat
+    local v = check()
+    if v then return v end
+    run("sleep 0.1")
+  until core.now() > deadline
+end
+
+-- State letter (field 3) and start time (field 22) of process `pid`.
+local function proc_stat(pid)
+  local rest = (pid and slurp("/proc/" .. pid .. "/stat") or "")
+    :match(".*%) (.*)")
+  if not rest then return nil end
+  local f = {}
+  for w in rest:gmatch("%S+") do f[#f + 1] = w end
+  return f[1], f[20]
+end
+
+-- A server's state (`st`): host, port, connect_string, dir, id (cluster
+-- members), jvm (pid), jvm_started, paused, starts. Boxes hold it.
+
+local function log_path(st) return st.dir .. "/server.log" end
+
+-- The JVM of `st` runs: not a zombie, and the very process we spawned
+-- (same start time, so a recycled pid does not count).
+local function alive(st)
+  local state, started = proc_stat(st.jvm)
+  return state ~= nil and state ~= "Z" and state ~= "X"
+    and started == st.jvm_started
+end
+
+local function signal(st, sig)
+  if alive(st) then run(("kill -%s %d 2>/dev/null"):format(sig, st.jvm)) end
+end
+
+local function wait_exit(st, timeout)
+  return poll(timeout, function() return not alive(st) end) == true
+end
+
+local function kill(st)
+  signal(st, "KILL")
+  wait_exit(st, STOP_TIMEOUT)
+  st.jvm, st.paused = nil, false
+end
+
+local function mode(st, timeout)
+  local r = core.four_letter(st.host, st.port, "srvr", timeout or 1)
+  return r and r:match("Mode: (%a+)")
+end
+
+local function spawn(st)
+  st.starts = st.starts + 1
+  spit(log_path(st), ("--- zklock.testing: start %d ---\n"):format(st.starts),
+       "ab")
+  local cmd = ("cd %s || exit 1; %s %s -Dzklock.testing.dir=%s -cp %s "
+    .. "org.apache.zookeeper.server.quorum.QuorumPeerMain %s "
+    .. ">>%s 2>&1 </dev/null & echo $!"):format(quote(st.dir), JAVA,
+    JVM_OPTS, quote(st.dir), quote(CLASSPATH), quote(st.dir .. "/zoo.cfg"),
+    quote(log_path(st)))
+  st.jvm, st.paused = tonumber(capture(cmd):match("%d+")), false
+  st.jvm_started = select(2, proc_stat(st.jvm))
+end
+
+-- Waits until `ruok` answers imok, `srvr` shows a serving mode and `conf`
+-- names our data dir (not another server that holds the port). Returns
+-- true, or nil and why not.
+local function wait_ready(st, deadline)
+  local ready = poll(deadline - core.now(), function()
+    if not alive(st) then return "exited" end
+    if core.four_letter(st.host, st.port, "ruok", 1) ~= "imok"
+      or not mode(st) then
+      return nil
+    end
+    local conf = core.four_letter(st.host, st.port, "conf", 1) or ""
+    return conf:find("dataDir=" .. st.dir .. "/", 1, true) and "ready"
+  end)
+  if ready == "ready" then return true end
+  return nil, ready and "exited during start-up" or "not serving in time"
+end
+
+local function boot(st, deadline)
+  spawn(st)
+  return wait_ready(st, deadline)
+end
+
+-- The error message for a failed start, with the tail of the log.
+local function failure(st, why)
+  return ("zklock.testing: ZooKeeper %s:%d (%s) %s\n--- last lines of %s"
+    .. " ---\n%s"):format(st.host, st.port, st.id and ("member " .. st.id)
+    or "standalone", why, log_path(st),
+    tail(slurp(log_path(st)) or "", LOG_TAIL))
+end
+
+local function close(st)
+  if not live[st] then return end
+  kill(st)
+  if st.dir:find("/zklock%-zk%-") then run("rm -rf " .. quote(st.dir)) end
+  live[st] = nil
+end
+
+-- Makes the directory, zoo.cfg and myid of a new server (not started).
+local function new_state(port, opts, id, servers)
+  local base = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
+  if base:sub(1, 1) ~= "/" then base = os.getenv("PWD") .. "/" .. base end
+  local dir = capture("mktemp -d " .. quote(base .. "/zklock-zk-XXXXXX")
+                      .. " 2>/dev/null"):match("[^\n]+")
+  if not dir then error("zklock.testing: cannot mktemp in " .. base, 0) end
+  local st = { host = HOST, port = port, id = id, dir = dir, starts = 0,
+               connect_string = HOST .. ":" .. port }
+  live[st] = true
+  assert(run("mkdir " .. quote(dir .. "/data")))
+  local cfg = { "tickTime=" .. (opts.tick_time or 500),
+    "dataDir=" .. dir .. "/data", "clientPort=" .. port,
+    "clientPortAddress=" .. HOST, "admin.enableServer=false",
+    "4lw.commands.whitelist=*",
+    "minSessionTimeout=" .. (opts.min_session_timeout or 1000),
+    "maxSessionTimeout=" .. (opts.max_session_timeout or 60000) }
+  if servers then
+    spit(dir .. "/data/myid", id .. "\n")
+    cfg[#cfg + 1] = "initLimit=10\nsyncLimit=5"
+    cfg[#cfg + 1] = table.concat(servers, "\n")
+  end
+  for k, v in pairs(opts.config or {}) do cfg[#cfg + 1] = k .. "=" .. v end
+  spit(dir .. "/zoo.cfg", table.concat(cfg, "\n") .. "\n")
+  return st
+end
+
+-- Runs `make` up to three times while it fails because another process
+-- took a port between core.free_port() and the JVM's bind.
+local function with_port_retry(fixed_port, make)
+  for attempt = 1, 3 do
+    local ok, res = pcall(make)
+    if ok then return res end
+    if fixed_port or attempt == 3
+      or not tostring(res):find("Address already in use", 1, true) then
+      error(res, 0)
+    end
+  end
+end
+
+-- A metatable for core.box objects: `methods` first, then boxed fields.
+local function class(methods, name, gc)
+  return {
+    __index = function(u, k)
+      local m = methods[k]
+      if m ~= nil then return m end
+      return core.unbox(u)[k]
+    end,
+    __gc = gc,
+    __tostring = function(u)
+      return "zklock.testing." .. name(core.unbox(u))
+    end,
+  }
+end
+
+local Server = {}
+local server_mt = class(Server, function(st)
+  local what = not live[st] and "closed" or st.paused and "paused"
+    or alive(st) and "running" or "stopped"
+  return ("server{%s, %s}"):format(st.connect_string, what)
+end, function(u) close(core.unbox(u)) end)
+
+--- The JVM's process id, or nil when it is not running.
+function Server:pid()
+  local st = core.unbox(self)
+  return alive(st) and st.jvm or nil
+end
+
+--- True while the JVM runs (a paused one too).
+function Server:is_running() return alive(core.unbox(self)) end
+
+--- Sends a four-letter word ("ruok", "srvr", "mntr", ...).
+-- @param cmd the word
+-- @param timeout seconds (default 2)
+-- @return the answer text, or nil, message, code
+function Server:four_letter(cmd, timeout)
+  local st = core.unbox(self)
+  return core.four_letter(st.host, st.port, cmd, timeout)
+end
+
+--- Stops the server: SIGTERM, and SIGKILL if it has not exited within
+-- `timeout` seconds (default 10). Port and data stay for `start`.
+function Server:stop(timeout)
+  local st = core.unbox(self)
+  signal(st, "TERM")
+  signal(st, "CONT") -- a paused JVM handles TERM once resumed
+  if not wait_exit(st, timeout or STOP_TIMEOUT) then kill(st) end
+  st.jvm, st.paused = nil, false
+  return true
+end
+
+--- Starts a stopped server again, same port and data, and waits until it
+-- serves (a cluster member: until it has joined a quorum). Raises with
+-- the tail of the log when it does not.
+-- @param timeout seconds (default 30)
+function Server:start(timeout)
+  local st = core.unbox(self)
+  if not live[st] then error("zklock.testing: server is closed", 2) end
+  if alive(st) then return true end
+  local ok, why = boot(st, core.now() + (timeout or START_TIMEOUT))
+  if not ok then
+    local msg = failure(st, why)
+    kill(st)
+    error(msg, 2)
+  end
+  return true
+end
+
+--- `stop`, then `start`.
+function Server:restart(timeout)
+  self:stop()
+  return self:start(timeout)
+end
+
+--- Freezes the JVM (SIGSTOP): connections stay open, nothing answers.
+function Server:pause()
+  local st = core.unbox(self)
+  signal(st, "STOP")
+  st.paused = alive(st)
+  return true
+end
+
+--- Thaws a paused JVM (SIGCONT).
+function Server:resume()
+  local st = core.unbox(self)
+  signal(st, "CONT")
+  st.paused = false
+  return true
+end
+
+--- The server's log (stdout and stderr of every start) as text.
+function Server:log() return slurp(log_path(core.unbox(self))) or "" end
+
+--- Kills the server and removes its directory. Idempotent; also done
+-- when the object is collected.
+function Server:close()
+  close(core.unbox(self))
+  return true
+end
+
+--- Starts a standalone ZooKeeper on a free loopback port and waits until
+-- it serves. Raises, with the tail of its log and leaving nothing behind,
+-- when it does not.
+-- @param opts optional table: `port` (default a free one), `tick_time`
+-- (ms, 500), `min_session_timeout` (ms, 1000), `max_session_timeout`
+-- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30)
+-- @return server: fields `host`, `port`, `connect_string`, `dir`;
+-- methods `pid`, `is_running`, `four_letter`, `stop`, `start`,
+-- `restart`, `pause`, `resume`, `log`, `close`
+function M.server(opts)
+  opts = opts or {}
+  return with_port_retry(opts.port, function()
+    local st = new_state(opts.port or core.free_port(), opts)
+    local ok, why = boot(st, core.now() + (opts.timeout or START_TIMEOUT))
+    if not ok then
+      local msg = failure(st, why)
+      close(st)
+      error(msg, 0)
+    end
+    return core.box(server_mt, st)
+  end)
+end
+
+local Cluster = {}
+local cluster_mt = class(Cluster, function(cl)
+  return ("cluster{%s}"):format(cl.connect_string)
+end, function(u) Cluster.close(u) end)
+
+-- The single leader among running, unpaused members (nil if none or two),
+-- how many of them serve, and how many there are.
+local function survey(members)
+  local leaders, serving, running = {}, 0, 0
+  for _, m in ipairs(members) do
+    local st = core.unbox(m)
+    if alive(st) and not st.paused then
+      running = running + 1
+      local md = mode(st, 0.5)
+      if md == "leader" then leaders[#leaders + 1] = m end
+      if md == "leader" or md == "follower" then serving = serving + 1 end
+    end
+  end
+  return #leaders == 1 and leaders[1] or nil, serving, running
+end
+
+--- Waits until the ensemble has settled: one leader, a majority serving,
+-- and every running, unpaused member serving.
+-- @param timeout seconds (default 30)
+-- @return true, or nil and a message
+function Cluster:wait_quorum(timeout)
+  local members = core.unbox(self).members
+  timeout = timeout or START_TIMEOUT
+  if poll(timeout, function()
+    local leader, serving, running = survey(members)
+    return leader and serving > #members / 2 and serving == running
+  end) then
+    return true
+  end
+  return nil, "no quorum within " .. timeout .. " s"
+end
+
+--- The member whose `srvr` says `Mode: leader`, waiting while an
+-- election runs.
+-- @param timeout seconds (default 30)
+-- @return member, or nil and a message
+function Cluster:leader(timeout)
+  local members = core.unbox(self).members
+  timeout = timeout or START_TIMEOUT
+  local leader = poll(timeout, function() return (survey(members)) end)
+  if leader then return leader end
+  return nil, "no leader within " .. timeout .. " s"
+end
+
+--- Kills every member and removes their directories. Idempotent; also
+-- done when the object is collected.
+function Cluster:close()
+  for _, m in ipairs(core.unbox(self).members) do close(core.unbox(m)) end
+  return true
+end
+
+--- Starts an ensemble of `n` servers on loopback and waits until every
+-- member serves as leader or follower. Raises, with the tail of the
+-- failing member's log and leaving nothing behind, when they do not.
+-- @param n number of members (default 3)
+-- @param opts optional table: `tick_time`, `min_session_timeout`,
+-- `max_session_timeout`, `config`, `timeout`, as for `server`
+-- @return cluster: fields `members` (servers, each with an `id`) and
+-- `connect_string`; methods `leader`, `wait_quorum`, `close`
+function M.cluster(n, opts)
+  n, opts = n or 3, opts or {}
+  return with_port_retry(false, function()
+    local ports, seen, servers, states = {}, {}, {}, {}
+    while #ports < 3 * n do -- client, quorum and election ports, distinct
+      local p = core.free_port()
+      if not seen[p] then seen[p], ports[#ports + 1] = true, p end
+    end
+    for i = 1, n do
+      servers[i] = ("server.%d=%s:%d:%d"):format(i, HOST, ports[n + i],
+                                                 ports[2 * n + i])
+    end
+    local ok, err = pcall(function()
+      for i = 1, n do states[i] = new_state(ports[i], opts, i, servers) end
+      local deadline = core.now() + (opts.timeout or START_TIMEOUT)
+      for i = 1, n do spawn(states[i]) end
+      for i = 1, n do
+        local ready, why = wait_ready(states[i], deadline)
+        if not ready then error(failure(states[i], why), 0) end
+      end
+    end)
+    if not ok then
+      for _, st in ipairs(states) do close(st) end
+      error(err, 0)
+    end
+    local members, addrs = {}, {}
+    for i = 1, n do
+      members[i] = core.box(server_mt, states[i])
+      addrs[i] = states[i].connect_string
+    end
+    return core.box(cluster_mt, { members = members,
+                                  connect_string = table.concat(addrs, ",") })
+  end)
+end
+
+--- Closes every server and cluster member this process started and has
+-- not closed yet (for teardown, and as a safety net).
+function M.close_all()
+  local all = {}
+  for st in pairs(live) do all[#all + 1] = st end
+  for _, st in ipairs(all) do close(st) end
+end
+
+return M
