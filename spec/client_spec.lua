@@ -56,7 +56,7 @@ describe("zklock.connect", function()
     zk:close()
   end)
 
-  it("errors clearly when used in a forked child", function()
+  it("errors clearly when used in a forked child #fork", function()
     local zk = H.connect(srv)
     local m = zk:mutex(H.path())
     local out = H.tmpname("fork")

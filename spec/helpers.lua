@@ -139,7 +139,8 @@ function Proc:output() return H.read(self.out) or "" end
 
 --- Signal the worker's interpreter (the child of the sh wrapper).
 function Proc:kill(sig)
-  os.execute(("pkill -%s -P %d >/dev/null 2>&1"):format(sig or "KILL",
+  -- (LD_PRELOAD= : procps under make asan's preloaded libasan hangs)
+  os.execute(("LD_PRELOAD= pkill -%s -P %d >/dev/null 2>&1"):format(sig or "KILL",
     self.pid))
 end
 
