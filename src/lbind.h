@@ -5,6 +5,8 @@
 #include "compat.h"
 #include "zkl.h"
 
+#pragma GCC visibility push(hidden)
+
 #define ZKL_CLIENT_MT "zklock.client"
 #define ZKL_ATTEMPT_MT "zklock.attempt"
 #define ZKL_OP_MT "zklock.op"
@@ -18,5 +20,7 @@ void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
 
 void zkl_open_client(lua_State *L); /* add to the module table on top */
 void zkl_open_lock(lua_State *L);
+
+#pragma GCC visibility pop
 
 #endif

@@ -7,6 +7,10 @@
 #include <sys/types.h>
 #include <zookeeper/zookeeper.h>
 
+/* Internal to the module however it is built (Makefile or luarocks):
+ * luaopen_zklock_core stays the only exported symbol. */
+#pragma GCC visibility push(hidden)
+
 /* ---- names.c ---------------------------------------------------------- */
 typedef struct zkl_entry {
   const char *name; /* child name, borrowed */
@@ -187,5 +191,7 @@ void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */
 int zkl_free_port(void);
 char *zkl_four_letter(const char *host, int port, const char *cmd,
                       double timeout, zkl_error *err);
+
+#pragma GCC visibility pop
 
 #endif
