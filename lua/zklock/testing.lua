@@ -279,10 +279,28 @@ function Server:restart(timeout)
 end
 
 --- Freezes the JVM (SIGSTOP): connections stay open, nothing answers.
+-- Every thread of the JVM has stopped ('T'): kill -STOP returns before the
+-- group stop has reached them all.
+local function all_stopped(st)
+  local tasks = capture(("ls /proc/%d/task 2>/dev/null"):format(st.jvm))
+  local n = 0
+  for tid in tasks:gmatch("%d+") do
+    local state = (slurp(("/proc/%d/task/%s/stat"):format(st.jvm, tid)) or "")
+      :match(".*%) (%S)")
+    if state and state ~= "T" and state ~= "t" then return false end
+    n = n + 1
+  end
+  return n > 0
+end
+
 function Server:pause()
   local st = core.unbox(self)
   signal(st, "STOP")
   st.paused = alive(st)
+  if st.paused then
+    assert(poll(10, function() return all_stopped(st) end),
+      "server did not stop on SIGSTOP")
+  end
   return true
 end
 
