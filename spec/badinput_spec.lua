@@ -11,6 +11,7 @@ describe("bad input", function()
     zk = H.connect(srv)
   end)
   lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv) end
     if zk then zk:close() end
     if srv then srv:close() end
   end)

@@ -6,7 +6,9 @@ describe("zklock.connect", function()
   local srv
 
   lazy_setup(function() srv = H.testing.server() end)
-  lazy_teardown(function() if srv then srv:close() end end)
+  lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
 
   it("connects, reports its session and closes idempotently", function()
     local zk = assert(zklock.connect(srv.connect_string,

@@ -46,13 +46,17 @@ describe("mutual exclusion across processes", function()
   local srv
 
   lazy_setup(function() srv = H.testing.server() end)
-  lazy_teardown(function() if srv then srv:close() end end)
+  lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
 
   it("the checker catches workers that bypass the lock", function()
     local count, overlaps, n = run_checker(srv, "bypass")
     assert.equal(WORKERS * CYCLES, n)
+    -- the checker's verdict is the overlap; lost updates usually follow
+    -- but need the windows to interleave just so, so they are not required
     assert.is_true(overlaps > 0, "no overlap seen without the lock")
-    assert.is_true(count < WORKERS * CYCLES, "no lost update without the lock")
+    assert.is_true(count <= WORKERS * CYCLES)
   end)
 
   it(("%d processes x %d cycles under the mutex: exact count, no overlap")

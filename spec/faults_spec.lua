@@ -5,7 +5,9 @@ describe("faults", function()
   local srv
 
   lazy_setup(function() srv = H.testing.server() end)
-  lazy_teardown(function() if srv then srv:close() end end)
+  lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
 
   it("a waiter gets the lock of a kill -9'd holder within the session " ..
      "timeout", function()

@@ -87,6 +87,16 @@ function H.lock_nodes(zk, path, out)
   return out
 end
 
+--- Assert that no lock node is left anywhere under the specs' root: run in
+-- every spec file's teardown, with a fresh session, so a node kept alive by
+-- a still-open client counts as an orphan too.
+function H.assert_no_orphans(srv)
+  local zk = H.connect(srv)
+  local left = H.lock_nodes(zk, "/zklock-spec")
+  zk:close()
+  assert(#left == 0, "orphan lock nodes: " .. table.concat(left, ", "))
+end
+
 --- Ephemeral nodes the server holds, from the `dump` four-letter word.
 function H.ephemerals(srv)
   local out = {}

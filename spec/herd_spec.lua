@@ -23,6 +23,7 @@ describe("herd", function()
     holder_zk = H.connect(srv)
   end)
   lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv) end
     if zk then zk:close() end
     if holder_zk then holder_zk:close() end
     if srv then srv:close() end

@@ -13,10 +13,8 @@ describe("zklock mutex", function()
 
   lazy_teardown(function()
     -- nothing a spec took may be left behind while the sessions still live
-    if zk then
-      assert.same({}, H.lock_nodes(zk, "/zklock-spec"))
-      zk:close()
-    end
+    if srv then H.assert_no_orphans(srv) end
+    if zk then zk:close() end
     if zk2 then zk2:close() end
     if srv then srv:close() end
   end)
