@@ -6,7 +6,7 @@ export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
 export LUA_CPATH="./build/lua5.4/?.so;;"
 export ZKLOCK_LUA=lua5.4
 run=$(mktemp -d /tmp/zklock-demo.XXXXXX)
-trap 'pkill -f "$run" 2>/dev/null; rm -rf "$run"' EXIT INT TERM
+trap 'pkill -f "$run" 2>/dev/null || true; rm -rf "$run"' EXIT INT TERM
 export ZKLOCK_TEST_TMP="$run" TMPDIR="$run"
 echo "Starting a throwaway ZooKeeper on 127.0.0.1 ..."
 lua5.4 examples/with_server.lua '
