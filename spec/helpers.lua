@@ -134,6 +134,28 @@ function H.spawn(script, ...)
   return setmetatable({ pid = pid, done = done, out = out }, Proc)
 end
 
+--- Start any program in the background: `H.spawn_cmd(prog, args...)`,
+-- e.g. a Java or Python peer. `prog` is taken as shell words (a command
+-- with its options); each arg is single-quoted, so it must not hold quotes.
+-- Same handle as `H.spawn` (status, wait, output, kill, cleanup).
+function H.spawn_cmd(prog, ...)
+  local args = { prog }
+  for i = 1, select("#", ...) do
+    local a = tostring((select(i, ...)))
+    assert(not a:find("['\"$`\\]"), "unquotable argument: " .. a)
+    args[#args + 1] = ("'%s'"):format(a)
+  end
+  local done = H.tmpname("done")
+  local out = H.tmpname("out")
+  local cmd = ("%s >%s 2>&1; echo \\$? >%s"):format(
+    table.concat(args, " "), out, done)
+  local fh = assert(io.popen(("sh -c \"%s\" >/dev/null 2>&1 & echo $!"):format(
+    cmd)))
+  local pid = tonumber(fh:read("*l"))
+  fh:close()
+  return setmetatable({ pid = pid, done = done, out = out }, Proc)
+end
+
 --- Exit status once finished, else nil.
 function Proc:status()
   local s = H.read(self.done)

@@ -243,4 +243,57 @@ describe("zklock mutex", function()
     assert.equal(m, m:acquire(10))
     m:release()
   end)
+
+  it("survives collections that run inside its own calls (no " ..
+     "self-deadlock)", function()
+    -- garbage attempts collected while token()/node()/tostring() and
+    -- participants() allocate: their __gc takes the client's mutex
+    local path = H.path()
+    local m = zk:mutex(path)
+    local sm = zk:mutex(H.path())
+    for _ = 1, 300 do
+      assert(sm:acquire(5)) -- leaves an attempt behind for the GC
+      sm:release()
+      assert(m:acquire(5))
+      assert.is_number(m:token())
+      assert.is_string(m:node())
+      assert.is_string(tostring(m))
+      assert.equal(1, #m:participants())
+      m:release()
+    end
+  end)
+
+  it("treats an enormous timeout as for ever, not as a spin", function()
+    local m = zk:mutex(H.path())
+    assert.equal(m, m:acquire(1e300))
+    m:release()
+    assert.equal(m, m:acquire(math.huge))
+    m:release()
+  end)
+
+  it("a failed acquire (no auth to watch) leaves no node behind", function()
+    local path = H.path("acl")
+    local owner = H.connect(srv)
+    -- an open lock directory (made by an open client's lock) holding a node
+    -- that only its creator may read: u2 can queue but not watch it
+    local o = owner:mutex(path)
+    assert(o:acquire(5)); o:release()
+    local u1 = assert(zklock.connect(srv.connect_string,
+      { acl = "creator", auth = { "digest", "u1:secret1" } }))
+    local u2 = assert(zklock.connect(srv.connect_string,
+      { acl = "open", auth = { "digest", "u2:secret2" } }))
+    local a = u1:mutex(path)
+    assert(a:acquire(5))
+    local b = u2:mutex(path)
+    local ok, msg, code = b:acquire(5)
+    assert.is_nil(ok)
+    assert.is_string(msg)
+    assert.equal("no_auth", code)
+    -- nothing of u2 is left behind
+    assert.equal(1, #o:participants())
+    a:release()
+    assert.equal(o, o:acquire(5))
+    o:release()
+    u1:close(); u2:close(); owner:close()
+  end)
 end)

@@ -145,10 +145,33 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
   return 1;
 }
 
+void zkl_event_push(zkl_client *c, int type, const char *path) {
+  zkl_event *e = calloc(1, sizeof *e);
+  if (!e) return;
+  e->type = type;
+  e->path = strdup(path);
+  if (!e->path) { free(e); return; }
+  if (c->ev_tail) c->ev_tail->next = e; else c->ev_head = e;
+  c->ev_tail = e;
+  c->n_events++;
+}
+
+static void client_free_events(zkl_client *c) {
+  while (c->ev_head) {
+    zkl_event *e = c->ev_head;
+    c->ev_head = e->next;
+    free(e->path);
+    free(e);
+  }
+  c->ev_tail = NULL;
+  c->n_events = 0;
+}
+
 static void client_watcher(zhandle_t *zh, int type, int state,
                            const char *path, void *ctx) {
   zkl_client *c = ctx;
   zkl_lock *l, *next;
+  zkl_op *op, *onext;
   pthread_mutex_lock(&c->mu);
   if (type == ZOO_SESSION_EVENT) {
     if (state == ZOO_CONNECTED_STATE) {
@@ -161,6 +184,10 @@ static void client_watcher(zhandle_t *zh, int type, int state,
         for (l = c->locks; l; l = next) {
           next = l->next;
           zkl_lock_on_connected(l);
+        }
+        for (op = c->ops; op; op = onext) {
+          onext = op->next;
+          zkl_op_on_connected(op);
         }
       }
     } else if (state == ZOO_CONNECTING_STATE ||
@@ -178,12 +205,20 @@ static void client_watcher(zhandle_t *zh, int type, int state,
         next = l->next;
         zkl_lock_on_expired(l);
       }
+      for (op = c->ops; op; op = onext) {
+        onext = op->next;
+        zkl_op_on_expired(op);
+      }
     }
   } else if (path != NULL) {
     c->n_watch_events++;
     for (l = c->locks; l; l = next) {
       next = l->next;
-      if (l->watch && strcmp(l->watch, path) == 0) zkl_lock_on_watch(l, type);
+      zkl_lock_on_watch(l, type, path);
+    }
+    for (op = c->ops; op; op = onext) {
+      onext = op->next;
+      if (op->watch && strcmp(op->watch, path) == 0) zkl_op_on_watch(op);
     }
   }
   zkl_client_changed(c);
@@ -256,6 +291,13 @@ void zkl_client_close(zkl_client *c) {
     else if (r->op) zkl_op_closing(r);
     zkl_req_done(r);
   }
+  /* and those waiting for a reconnect, with no request out */
+  {
+    zkl_lock *l, *ln;
+    zkl_op *op, *on;
+    for (l = c->locks; l; l = ln) { ln = l->next; zkl_lock_on_closed(l); }
+    for (op = c->ops; op; op = on) { on = op->next; zkl_op_on_expired(op); }
+  }
   zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
 }
@@ -267,6 +309,7 @@ void zkl_client_unref(zkl_client *c) {
   pthread_mutex_unlock(&c->mu);
   if (!last) return;
   zkl_client_close(c);
+  client_free_events(c);
   if (c->wake_fd >= 0) close(c->wake_fd);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
@@ -278,7 +321,7 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
   unsigned long now_gen;
   struct timespec ts;
   pthread_mutex_lock(&c->mu);
-  if (timeout >= 0) {
+  if (timeout >= 0 && timeout < 1e9) { /* longer: as good as for ever */
     double end;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + timeout;
@@ -286,7 +329,7 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
     ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
     if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
     while (c->gen == gen)
-      if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
+      if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
   } else {
     while (c->gen == gen) pthread_cond_wait(&c->cv, &c->mu);
   }

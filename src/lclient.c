@@ -67,6 +67,7 @@ static int lclient_new(lua_State *L) {
  * in a forked child only lets go of its memory's bookkeeping. */
 static int lclient_close(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
+  if (b->c) lclient_checkfork(L, b->c);
   if (b->c) {
     zkl_client *c = b->c;
     b->c = NULL;
@@ -82,7 +83,13 @@ static int lclient_gc(lua_State *L) {
     b->c = NULL; /* the parent's session: leave it alone */
     return 0;
   }
-  return lclient_close(L);
+  if (b->c) {
+    zkl_client *c = b->c;
+    b->c = NULL;
+    zkl_client_close(c);
+    zkl_client_unref(c);
+  }
+  return 0;
 }
 
 static int lclient_state(lua_State *L) {
@@ -135,8 +142,11 @@ static int lclient_session_id(lua_State *L) {
 
 /* negotiated session timeout, seconds */
 static int lclient_timeout(lua_State *L) {
-  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_client *c = b->c;
   int ms;
+  if (!c) { lua_pushnumber(L, 0); return 1; } /* closed */
+  lclient_checkfork(L, c);
   pthread_mutex_lock(&c->mu);
   ms = c->timeout_ms;
   pthread_mutex_unlock(&c->mu);
@@ -146,13 +156,16 @@ static int lclient_timeout(lua_State *L) {
 
 static int lclient_stats(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  lua_createtable(L, 0, 3);
+  unsigned long w, r;
   pthread_mutex_lock(&c->mu);
-  lua_pushnumber(L, (lua_Number)c->n_watch_events);
-  lua_setfield(L, -2, "watch_events");
-  lua_pushnumber(L, (lua_Number)c->n_requests);
-  lua_setfield(L, -2, "requests");
+  w = c->n_watch_events;
+  r = c->n_requests;
   pthread_mutex_unlock(&c->mu);
+  lua_createtable(L, 0, 2);
+  lua_pushnumber(L, (lua_Number)w);
+  lua_setfield(L, -2, "watch_events");
+  lua_pushnumber(L, (lua_Number)r);
+  lua_setfield(L, -2, "requests");
   return 1;
 }
 
@@ -172,6 +185,8 @@ static int lclient_tostring(lua_State *L) {
 
 typedef struct { zkl_op *op; } lclient_opbox;
 
+static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err);
+
 static const char *const *lclient_markers(lua_State *L, int idx) {
   static const char *const names[] = { "mutex", "lease", "rw", "all", NULL };
   switch (luaL_checkoption(L, idx, "mutex", names)) {
@@ -188,12 +203,7 @@ static int lclient_children(lua_State *L) {
   const char *path = luaL_checkstring(L, 2);
   const char *const *markers = lclient_markers(L, 3);
   zkl_error err;
-  lclient_opbox *b = (lclient_opbox *)lua_newuserdata(L, sizeof *b);
-  b->op = NULL;
-  luaL_setmetatable(L, ZKL_OP_MT);
-  b->op = zkl_op_children(c, path, markers, &err);
-  if (!b->op) return zkl_pusherr(L, &err);
-  return 1;
+  return lclient_pushop(L, zkl_op_children(c, path, markers, &err), &err);
 }
 
 static lclient_opbox *lclient_checkop(lua_State *L) {
@@ -211,24 +221,134 @@ static int lclient_op_poll(lua_State *L) {
   return 2;
 }
 
-/* op:result() -> { names... } | nil, msg, code */
+/* op:result() -> names (listing) | true, created/deleted | nil, msg, code
+ * (the names are taken out under the mutex and pushed after it: pushing
+ * may run a __gc that takes the same mutex) */
 static int lclient_op_result(lua_State *L) {
   lclient_opbox *b = lclient_checkop(L);
   zkl_op *op = b->op;
-  int i;
+  zkl_error e;
+  char **names = NULL;
+  int i, n = 0, done, kind = op->kind, result;
   pthread_mutex_lock(&op->c->mu);
-  if (!op->done || op->err.code != ZKL_OK) {
-    zkl_error e = op->err;
-    pthread_mutex_unlock(&op->c->mu);
-    if (!op->done) zkl_seterr(&e, ZKL_ETIMEOUT, "not done");
-    return zkl_pusherr(L, &e);
-  }
-  lua_createtable(L, op->n, 0);
-  for (i = 0; i < op->n; i++) {
-    lua_pushstring(L, op->names[i]);
-    lua_rawseti(L, -2, i + 1);
+  done = op->done;
+  e = op->err;
+  result = op->result;
+  if (done && e.code == ZKL_OK && kind == ZKL_OP_CHILDREN) {
+    names = op->names; /* the op is done: nobody else touches them */
+    n = op->n;
+    op->names = NULL;
+    op->n = 0;
   }
   pthread_mutex_unlock(&op->c->mu);
+  if (!done || e.code != ZKL_OK) {
+    if (!done) zkl_seterr(&e, ZKL_ETIMEOUT, "not done");
+    return zkl_pusherr(L, &e);
+  }
+  if (kind != ZKL_OP_CHILDREN) {
+    lua_pushboolean(L, 1);
+    lua_pushboolean(L, result);
+    return 2;
+  }
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushstring(L, names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  for (i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return 1;
+}
+
+static int lclient_op_cancel(lua_State *L) {
+  zkl_op_cancel(lclient_checkop(L)->op);
+  return 0;
+}
+
+static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err) {
+  lclient_opbox *b;
+  if (!op) return zkl_pusherr(L, err);
+  b = (lclient_opbox *)lua_newuserdata(L, sizeof *b);
+  b->op = op;
+  luaL_setmetatable(L, ZKL_OP_MT);
+  return 1;
+}
+
+/* client:_create(path, data|nil, "persistent"|"ephemeral") -> op */
+static int lclient_create(lua_State *L) {
+  static const char *const modes[] = { "persistent", "ephemeral", NULL };
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  size_t len = 0;
+  const char *data = luaL_optlstring(L, 3, NULL, &len);
+  int mode = luaL_checkoption(L, 4, "persistent", modes);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_create(c, path, data, (int)len,
+                                         mode ? ZOO_EPHEMERAL : 0, &err), &err);
+}
+
+static int lclient_delete(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_delete(c, luaL_checkstring(L, 2), &err),
+                        &err);
+}
+
+static int lclient_set(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  size_t len;
+  const char *data = luaL_checklstring(L, 3, &len);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_set(c, path, data, (int)len, &err), &err);
+}
+
+static int lclient_wait_gone(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_wait_gone(c, luaL_checkstring(L, 2), &err),
+                        &err);
+}
+
+/* client:_db("enter"|"leave", path, our_node_path, members) -> op */
+static int lclient_db(lua_State *L) {
+  static const char *const kinds[] = { "enter", "leave", NULL };
+  zkl_client *c = zkl_checkclient(L, 1);
+  int kind = luaL_checkoption(L, 2, NULL, kinds);
+  const char *path = luaL_checkstring(L, 3);
+  const char *ours = luaL_checkstring(L, 4);
+  int members = (int)luaL_optinteger(L, 5, 1);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_db(c, kind ? ZKL_OP_DB_LEAVE : ZKL_OP_DB_ENTER,
+                                     path, ours, members, &err), &err);
+}
+
+/* client:_events() -> { {type, path}... } | nil: what Lua must call back */
+static int lclient_events(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_client *c = b->c;
+  zkl_event *e, *next;
+  int i = 0;
+  if (!c) { lua_pushnil(L); return 1; } /* closed: nothing more to run */
+  lclient_checkfork(L, c);
+  pthread_mutex_lock(&c->mu);
+  e = c->ev_head;
+  c->ev_head = c->ev_tail = NULL;
+  c->n_events = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!e) { lua_pushnil(L); return 1; }
+  lua_newtable(L);
+  for (; e; e = next) {
+    next = e->next;
+    lua_createtable(L, 2, 0);
+    lua_pushstring(L, e->type == ZKL_EV_REVOKE ? "revoke" : "?");
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, e->path);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, ++i);
+    free(e->path);
+    free(e);
+  }
   return 1;
 }
 
@@ -375,6 +495,12 @@ void zkl_open_client(lua_State *L) {
     { "_stats", lclient_stats },
     { "_children", lclient_children },
     { "_add_auth", lclient_add_auth },
+    { "_create", lclient_create },
+    { "_delete", lclient_delete },
+    { "_set", lclient_set },
+    { "_wait_gone", lclient_wait_gone },
+    { "_db", lclient_db },
+    { "_events", lclient_events },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
@@ -386,6 +512,7 @@ void zkl_open_client(lua_State *L) {
   static const luaL_Reg op_methods[] = {
     { "poll", lclient_op_poll },
     { "result", lclient_op_result },
+    { "cancel", lclient_op_cancel },
     { NULL, NULL }
   };
   static const luaL_Reg op_meta[] = {

@@ -1,6 +1,7 @@
 /* Lua binding: one lock attempt (one node's life) per userdata, and the
  * plain boxes that give recipe objects (zklock.mutex...) userdata identity
  * and a __gc that LuaJIT honours. */
+#include <stdio.h>
 #include <string.h>
 
 #include "lbind.h"
@@ -10,7 +11,7 @@ typedef struct { zkl_lock *l; } llock_box;
 static const char *const llock_status[] = { "pending", "held", "done",
                                             "failed", "waiting" };
 
-/* client:_lock(path, kind, max_leases, data) -> attempt */
+/* client:_lock(path, kind, max_leases, data, ignore) -> attempt */
 static int llock_new(lua_State *L) {
   static const char *const kinds[] = { "mutex", "lease", "read", "write",
                                        NULL };
@@ -20,10 +21,11 @@ static int llock_new(lua_State *L) {
   int max_leases = (int)luaL_optinteger(L, 4, 1);
   size_t dlen = 0;
   const char *data = luaL_optlstring(L, 5, "", &dlen);
+  const char *ignore = luaL_optstring(L, 6, NULL);
   llock_box *b = (llock_box *)lua_newuserdata(L, sizeof *b);
   b->l = NULL;
   luaL_setmetatable(L, ZKL_ATTEMPT_MT);
-  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen);
+  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen, ignore);
   if (!b->l) return luaL_error(L, "out of memory");
   return 1;
 }
@@ -71,13 +73,28 @@ static int llock_held(lua_State *L) {
 }
 
 /* attempt:info() -> node name | nil, czxid | nil */
+/* Nothing that may allocate (and so run a __gc that takes the same mutex)
+ * happens with the mutex held: copy, unlock, then push. */
 static int llock_info(lua_State *L) {
   zkl_lock *l = llock_check(L);
+  char node[200];
+  long long czxid;
+  int has;
   pthread_mutex_lock(&l->c->mu);
-  if (l->node) lua_pushstring(L, l->node); else lua_pushnil(L);
-  if (l->node) zkl_pushint64(L, (long long)l->czxid); else lua_pushnil(L);
+  has = l->node != NULL;
+  if (has) snprintf(node, sizeof node, "%s", l->node);
+  czxid = (long long)l->czxid;
   pthread_mutex_unlock(&l->c->mu);
+  if (!has) { lua_pushnil(L); lua_pushnil(L); return 2; }
+  lua_pushstring(L, node);
+  zkl_pushint64(L, czxid);
   return 2;
+}
+
+/* attempt:revocable(): watch our node for revocation requests */
+static int llock_revocable(lua_State *L) {
+  zkl_lock_revocable(llock_check(L));
+  return 0;
 }
 
 static int llock_gc(lua_State *L) {
@@ -96,10 +113,11 @@ static int llock_tostring(lua_State *L) {
     lua_pushfstring(L, "zklock.attempt{gone}: %p", (void *)b);
   } else {
     zkl_lock *l = b->l;
+    char node[200];
     pthread_mutex_lock(&l->c->mu);
-    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", l->path,
-                    l->node ? l->node : "-", (void *)b);
+    snprintf(node, sizeof node, "%s", l->node ? l->node : "-");
     pthread_mutex_unlock(&l->c->mu);
+    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", l->path, node, (void *)b);
   }
   return 1;
 }
@@ -122,6 +140,13 @@ static int llock_boxnew(lua_State *L) {
   return 1;
 }
 
+static int llock_uuid(lua_State *L) {
+  char u[40];
+  zkl_uuid(u);
+  lua_pushstring(L, u);
+  return 1;
+}
+
 static int llock_unbox(lua_State *L) {
   if (lua_type(L, 1) != LUA_TUSERDATA) {
     lua_pushnil(L);
@@ -139,6 +164,7 @@ void zkl_open_lock(lua_State *L) {
     { "release", llock_release },
     { "held", llock_held },
     { "info", llock_info },
+    { "revocable", llock_revocable },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
@@ -149,6 +175,7 @@ void zkl_open_lock(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "box", llock_boxnew },
     { "unbox", llock_unbox },
+    { "uuid", llock_uuid },
     { NULL, NULL }
   };
   zkl_setmeta(L, ZKL_ATTEMPT_MT, methods, meta);

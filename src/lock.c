@@ -42,7 +42,7 @@ static const char *lock_marker(const zkl_lock *l) {
   }
 }
 
-static void lock_uuid(char *out) {
+void zkl_uuid(char *out) {
   unsigned char b[16];
   size_t got = 0;
   while (got < sizeof b) {
@@ -58,15 +58,20 @@ static void lock_uuid(char *out) {
            b[11], b[12], b[13], b[14], b[15]);
 }
 
-static char *lock_join(const char *dir, const char *name) {
+char *zkl_join(const char *dir, const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
   char *s = malloc(n);
   if (s) snprintf(s, n, "%s%s%s", strcmp(dir, "/") == 0 ? "" : dir, "/", name);
   return s;
 }
 
+int zkl_is_cut(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen) {
+                       int max_leases, const char *data, int datalen,
+                       const char *ignore) {
   zkl_lock *l = calloc(1, sizeof *l);
   char name[80];
   if (!l) return NULL;
@@ -75,14 +80,15 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   l->kind = kind;
   l->max_leases = max_leases < 1 ? 1 : max_leases;
   l->state = L_IDLE;
-  lock_uuid(l->uuid);
+  zkl_uuid(l->uuid);
   snprintf(name, sizeof name, "_c_%s%s", l->uuid, lock_marker(l));
   l->path = strdup(path);
-  l->prefix = lock_join(path, name);
+  l->prefix = zkl_join(path, name);
   l->datalen = datalen;
   l->data = malloc(datalen > 0 ? (size_t)datalen : 1);
-  if (!l->path || !l->prefix || !l->data) {
-    free(l->path); free(l->prefix); free(l->data); free(l);
+  l->ignore = ignore ? strdup(ignore) : NULL;
+  if (!l->path || !l->prefix || !l->data || (ignore && !l->ignore)) {
+    free(l->path); free(l->prefix); free(l->data); free(l->ignore); free(l);
     return NULL;
   }
   if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
@@ -100,7 +106,7 @@ void zkl_lock_unref(zkl_lock *l) {
   if (--l->refs > 0) return;
   if (l->prev) l->prev->next = l->next; else c->locks = l->next;
   if (l->next) l->next->prev = l->prev;
-  free(l->path); free(l->prefix); free(l->data);
+  free(l->path); free(l->prefix); free(l->data); free(l->ignore);
   free(l->node); free(l->watch);
   free(l);
 }
@@ -127,16 +133,17 @@ static void lock_finish(zkl_lock *l, int rc, const char *what) {
       zkl_seterr_rc(&l->err, rc, what);
   }
   zkl_client_changed(l->c);
-}
-
-static int lock_cut(int rc) {
-  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+  if (l->selfref) { /* nothing left to finish: let go (callers hold a ref
+                       of their own, or touch l no more) */
+    l->selfref = 0;
+    zkl_lock_unref(l);
+  }
 }
 
 /* A request could not be sent, or its reply says the connection was cut:
  * redo the current phase once connected again; anything else ends it. */
 static void lock_trouble(zkl_lock *l, int rc, const char *what) {
-  if (lock_cut(rc)) {
+  if (zkl_is_cut(rc)) {
     l->redo = 1;
     return;
   }
@@ -237,7 +244,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       else if (!l->list_piped) lock_list(l);
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
-    } else if (lock_cut(rc)) {
+    } else if (zkl_is_cut(rc)) {
       /* the server may have applied it: find out once reconnected */
       l->state = L_RECOVER;
       l->redo = 1;
@@ -271,8 +278,12 @@ static const zkl_entry *lock_blocker(const zkl_lock *l, const zkl_entry *e,
   int j;
   switch (l->kind) {
   case ZKL_KIND_READ:
-    for (j = idx - 1; j >= 0; j--)
-      if (e[j].which == 1) return &e[j]; /* nearest writer before us */
+    if (l->ignore && zkl_names_find(e, idx, l->ignore) >= 0)
+      return NULL; /* we hold the write lock: reading is ours at once */
+    for (j = idx - 1; j >= 0; j--)  /* nearest writer before us, but not */
+      if (e[j].which == 1 &&        /* our own (the write holder reads) */
+          !(l->ignore && strcmp(e[j].name, l->ignore) == 0))
+        return &e[j];
     return NULL;
   case ZKL_KIND_WRITE:
     return idx == 0 ? NULL : &e[idx - 1];
@@ -298,6 +309,61 @@ static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
   lock_leave(r);
 }
 
+/* Revocation (Curator Revoker): a revoker sets our node's data to
+ * "__REVOKE__"; we keep a get-with-watch on it and queue an event. */
+static const char REVOKE[] = "__REVOKE__";
+
+static void lock_revoke_cb(int rc, const char *v, int vlen,
+                           const struct Stat *st, const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_lock *l = r->l;
+  (void)st;
+  pthread_mutex_lock(&r->c->mu);
+  if (l->state == L_HELD && r->epoch == l->epoch) {
+    if (rc == ZOK) {
+      if (v && vlen == (int)sizeof REVOKE - 1 &&
+          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        char *full = zkl_join(l->path, l->node);
+        if (full) zkl_event_push(l->c, ZKL_EV_REVOKE, full);
+        free(full);
+      }
+    } else {
+      l->revoke_armed = 0; /* gone or cut: re-armed on reconnect */
+    }
+  }
+  zkl_req_done(r);
+  zkl_client_changed(r->c);
+  pthread_mutex_unlock(&r->c->mu);
+}
+
+static void lock_arm_revoke(zkl_lock *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (l->state != L_HELD || !l->node || !zkl_client_usable(l->c, NULL))
+    return;
+  full = zkl_join(l->path, l->node);
+  r = lock_req(l, R_GET);
+  rc = full && r ? zoo_aget(l->c->zh, full, 1, lock_revoke_cb, r)
+                 : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK) { if (r) zkl_req_done(r); return; }
+  l->revoke_armed = 1;
+}
+
+void zkl_lock_revocable(zkl_lock *l) {
+  pthread_mutex_lock(&l->c->mu);
+  if (!l->revocable) {
+    l->revocable = 1;
+    if (l->state == L_HELD && !l->revoke_armed) lock_arm_revoke(l);
+  }
+  pthread_mutex_unlock(&l->c->mu);
+}
+
+char *zkl_lock_nodepath(zkl_lock *l) {
+  return l->node ? zkl_join(l->path, l->node) : NULL;
+}
+
 static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
   const zkl_entry *b;
@@ -317,10 +383,11 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   if (!b) {
     l->state = L_HELD;
     lock_set_watch(l, NULL);
+    if (l->revocable) lock_arm_revoke(l);
   } else {
     zkl_req *r;
     int rc;
-    lock_set_watch(l, lock_join(l->path, b->name));
+    lock_set_watch(l, zkl_join(l->path, b->name));
     l->state = L_WATCHING;
     r = lock_req(l, R_GET);
     rc = zoo_aget(l->c->zh, l->watch, 1, lock_get_cb, r);
@@ -354,7 +421,7 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
   for (i = 0; i < sv->count; i++) {
     if (strstr(sv->data[i], l->uuid)) {
       zkl_req *r;
-      char *full = lock_join(l->path, sv->data[i]);
+      char *full = zkl_join(l->path, sv->data[i]);
       int rc;
       free(l->node);
       l->node = strdup(sv->data[i]);
@@ -408,7 +475,7 @@ static void lock_delete_cb(int rc, const void *data) {
       free(l->node);
       l->node = NULL;
       lock_finish(l, ZOK, NULL);
-    } else if (lock_cut(rc)) {
+    } else if (zkl_is_cut(rc)) {
       l->redo = 1;
     } else {
       lock_finish(l, ZOK, NULL); /* e.g. no auth to delete: nothing more */
@@ -430,13 +497,13 @@ static void lock_delete(zkl_lock *l) {
   l->state = L_DELETING;
   l->redo = 0;
   lock_set_watch(l, NULL);
-  full = lock_join(l->path, l->node);
+  full = zkl_join(l->path, l->node);
   r = lock_req(l, R_DELETE);
   rc = full ? zoo_adelete(l->c->zh, full, -1, lock_delete_cb, r) : ZSYSTEMERROR;
   free(full);
   if (rc != ZOK) {
     zkl_req_done(r);
-    if (lock_cut(rc)) l->redo = 1;
+    if (zkl_is_cut(rc)) l->redo = 1;
     else lock_finish(l, ZOK, NULL);
   }
 }
@@ -453,6 +520,7 @@ void zkl_lock_on_connected(zkl_lock *l) {
     lock_list(l);
     break;
   case L_DELETING: if (l->redo) lock_delete(l); break;
+  case L_HELD: if (l->revocable && !l->revoke_armed) lock_arm_revoke(l); break;
   default: break;
   }
 }
@@ -466,9 +534,28 @@ void zkl_lock_on_expired(zkl_lock *l) {
   lock_finish(l, ZSESSIONEXPIRED, NULL);
 }
 
-void zkl_lock_on_watch(zkl_lock *l, int type) {
-  (void)type; /* deleted, or changed (which used the watch up): look again */
-  if (l->state == L_WATCHING) lock_list(l);
+void zkl_lock_on_watch(zkl_lock *l, int type, const char *path) {
+  if (l->watch && strcmp(l->watch, path) == 0) {
+    /* deleted, or changed (which used the watch up): look again */
+    if (l->state == L_WATCHING) lock_list(l);
+    return;
+  }
+  if (l->revocable && l->state == L_HELD && l->node) {
+    char *full = zkl_join(l->path, l->node);
+    if (full && strcmp(full, path) == 0 && type == ZOO_CHANGED_EVENT)
+      lock_arm_revoke(l); /* read the new data, watch again */
+    free(full);
+  }
+}
+
+void zkl_lock_on_closed(zkl_lock *l) {
+  if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
+    if (l->selfref) { l->selfref = 0; zkl_lock_unref(l); }
+    return;
+  }
+  free(l->node);
+  l->node = NULL;
+  lock_finish(l, ZCLOSING, NULL);
 }
 
 void zkl_lock_closing(zkl_req *r) {
@@ -542,11 +629,20 @@ int zkl_lock_held(zkl_lock *l) {
 static void lock_release_locked(zkl_lock *l) {
   l->abandon = 1;
   switch (l->state) {
-  case L_IDLE: case L_PARENTS: lock_finish(l, ZOK, NULL); break;
+  case L_IDLE: case L_PARENTS: lock_finish(l, ZOK, NULL); return;
   case L_CREATING: if (!l->create_out) lock_delete(l); break;
   case L_RECOVER: break; /* finds our node, then deletes it */
   case L_LISTING: case L_WATCHING: case L_HELD: lock_delete(l); break;
+  case L_FAILED: /* e.g. no auth to watch: our node may still be there */
+    if (l->node && zkl_client_usable(l->c, NULL)) lock_delete(l);
+    break;
   default: break;
+  }
+  /* work left (a reply to come, a reconnect to wait for): the attempt
+   * must outlive its Lua box until the node is gone */
+  if (l->state != L_DONE && l->state != L_FAILED && !l->selfref) {
+    l->selfref = 1;
+    l->refs++;
   }
 }
 

@@ -1,10 +1,17 @@
-/* One-shot requests whose result Lua polls for: the sorted contenders of a
- * lock path (participants()).  Runs with the client's mutex held, like
- * lock.c, except where noted. */
+/* One-shot operations whose outcome Lua polls for: a sorted listing
+ * (participants), create / delete / set (barrier, revocation), waiting for
+ * a node to go (barrier wait), and the double barrier's enter and leave
+ * loops.  Like lock.c, every function below runs with the client's mutex
+ * held unless it says "Lua thread"; requests carry the op's epoch. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "zkl.h"
+
+enum { S_MAIN, S_PARENTS, S_READY, S_COUNT, S_MKREADY, S_DELOURS, S_RMREADY,
+       S_WATCH };
+
+static void op_step(zkl_op *op);
 
 static void op_free_names(zkl_op *op) {
   int i;
@@ -15,85 +22,429 @@ static void op_free_names(zkl_op *op) {
 }
 
 void zkl_op_unref(zkl_op *op) {
+  zkl_client *c = op->c;
   if (--op->refs > 0) return;
+  if (op->prev) op->prev->next = op->next; else c->ops = op->next;
+  if (op->next) op->next->prev = op->prev;
   op_free_names(op);
+  free(op->path); free(op->ours); free(op->data); free(op->watch);
   free(op);
+}
+
+static void op_set_watch(zkl_op *op, char *path) {
+  free(op->watch);
+  op->watch = path;
 }
 
 static void op_finish(zkl_op *op, int rc, const char *what) {
   op->done = 1;
-  if (rc != ZOK && zkl_client_usable(op->c, &op->err))
-    zkl_seterr_rc(&op->err, rc, what);
-  else if (rc == ZOK)
-    op->err.code = ZKL_OK;
+  op->epoch++;
+  op_set_watch(op, NULL);
+  if (rc == ZOK) op->err.code = ZKL_OK;
+  else if (zkl_client_usable(op->c, &op->err)) zkl_seterr_rc(&op->err, rc, what);
   zkl_client_changed(op->c);
+}
+
+/* a cut connection: try the current stage again once reconnected */
+static void op_trouble(zkl_op *op, int rc, const char *what) {
+  if (zkl_is_cut(rc)) op->redo = 1;
+  else op_finish(op, rc, what);
 }
 
 void zkl_op_closing(zkl_req *r) {
   if (!r->op->done) op_finish(r->op, ZCLOSING, NULL);
 }
 
-static void op_children_cb(int rc, const struct String_vector *sv,
-                           const void *data) {
+static zkl_req *op_req(zkl_op *op) {
+  return zkl_req_new(op->c, NULL, op, op->epoch, op->kind);
+}
+
+static int op_sent(zkl_op *op, zkl_req *r, int rc, const char *what) {
+  if (rc == ZOK) return 1;
+  if (r) zkl_req_done(r);
+  op_trouble(op, rc ? rc : ZSYSTEMERROR, what);
+  return 0;
+}
+
+static zkl_op *op_enter(const void *data, zkl_req **rp) {
   zkl_req *r = (zkl_req *)data;
+  pthread_mutex_lock(&r->c->mu);
+  *rp = r;
+  return r->op->epoch == r->epoch && !r->op->done ? r->op : NULL;
+}
+
+static void op_leave(zkl_req *r) {
   zkl_client *c = r->c;
-  zkl_op *op = r->op;
-  pthread_mutex_lock(&c->mu);
-  if (!op->done) {
-    if (rc == ZOK) {
-      zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count + 1));
-      int i, n = 0;
-      if (e && op->markers) {
-        n = zkl_names_sort(sv->data, sv->count, op->markers, e);
-      } else if (e) { /* every child */
-        for (n = 0; n < sv->count; n++) e[n].name = sv->data[n];
-      }
-      op->names = calloc((size_t)n + 1, sizeof *op->names);
-      for (i = 0; op->names && i < n; i++) {
-        op->names[i] = strdup(e[i].name);
-        if (op->names[i]) op->n++;
-      }
-      free(e);
-      op_finish(op, rc, NULL);
-    } else if (rc == ZNONODE) {
-      op_finish(op, ZOK, NULL); /* no lock path yet: nobody contends */
-    } else {
-      op_finish(op, rc, NULL);
-    }
-  }
   zkl_req_done(r);
+  zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
 }
 
-/* From the Lua thread. */
-zkl_op *zkl_op_children(zkl_client *c, const char *path,
-                        const char *const *markers, zkl_error *err) {
-  zkl_op *op = calloc(1, sizeof *op);
+static void op_goto(zkl_op *op, int stage) {
+  op->epoch++;
+  op->stage = stage;
+  op->redo = 0;
+  op_step(op);
+}
+
+/* ---- member nodes of a double barrier: "<uuid>" (36 chars) ------------- */
+
+static int op_is_member(const char *name) {
+  int i;
+  for (i = 0; name[i]; i++) {
+    char ch = name[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (ch != '-') return 0;
+    } else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
+      return 0;
+    }
+  }
+  return i == 36;
+}
+
+static int op_strcmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- completions --------------------------------------------------------- */
+
+static void op_void_cb(int rc, const void *data);
+static void op_set_cb(int rc, const struct Stat *st, const void *data);
+static void op_string_cb(int rc, const char *value, const void *data);
+static void op_stat_cb(int rc, const struct Stat *st, const void *data);
+static void op_children_cb(int rc, const struct String_vector *sv,
+                           const void *data);
+
+static void op_parents(zkl_op *op, const char *target) {
+  char *p = strdup(target), *s;
+  if (!p) { op_finish(op, ZSYSTEMERROR, "out of memory"); return; }
+  op->epoch++;
+  op->stage = S_PARENTS;
+  op->parents_left = 0;
+  op->parents_rc = ZOK;
+  for (s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+    zkl_req *r;
+    *s = '\0';
+    r = op_req(op);
+    if (!op_sent(op, r, r ? zoo_acreate(op->c->zh, p, NULL, -1, op->c->acl,
+                                       ZOO_CONTAINER, op_string_cb, r)
+                          : ZSYSTEMERROR, p)) break;
+    op->parents_left++;
+    *s = '/';
+  }
+  free(p);
+  if (op->parents_left == 0 && !op->done && !op->redo) op_goto(op, S_MAIN);
+}
+
+static void op_string_cb(int rc, const char *value, const void *data) {
   zkl_req *r;
-  int rc;
-  if (!op) { zkl_seterr(err, ZKL_EZK_ERROR, "out of memory"); return NULL; }
+  zkl_op *op = op_enter(data, &r);
+  (void)value;
+  if (!op) { op_leave(r); return; }
+  if (op->stage == S_PARENTS) {
+    if (rc != ZOK && rc != ZNODEEXISTS && op->parents_rc == ZOK)
+      op->parents_rc = rc;
+    if (--op->parents_left == 0) {
+      if (op->parents_rc == ZOK) op_goto(op, S_MAIN);
+      else if (op->parents_rc == ZNONODE)
+        op_finish(op, ZNONODE, "(the chroot of the connect string must exist)");
+      else op_trouble(op, op->parents_rc, op->path);
+    }
+  } else if (op->stage == S_MAIN) { /* CREATE, DB_ENTER's member node */
+    const char *target = op->kind == ZKL_OP_DB_ENTER ? op->ours : op->path;
+    if (rc == ZOK || rc == ZNODEEXISTS) {
+      op->result = rc == ZOK;
+      if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_READY);
+      else op_finish(op, ZOK, NULL);
+    } else if (rc == ZNONODE) {
+      op_parents(op, target);
+    } else {
+      op_trouble(op, rc, target);
+    }
+  } else if (op->stage == S_MKREADY) {
+    if (rc == ZOK || rc == ZNODEEXISTS) op_goto(op, S_READY);
+    else op_trouble(op, rc, op->path);
+  }
+  op_leave(r);
+}
+
+static void op_set_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, &r);
+  (void)st;
+  if (op) {
+    if (zkl_is_cut(rc)) op->redo = 1;
+    else op_finish(op, rc, op->path);
+  }
+  op_leave(r);
+}
+
+static void op_void_cb(int rc, const void *data) { /* deletes */
+  zkl_req *r;
+  zkl_op *op = op_enter(data, &r);
+  if (!op) { op_leave(r); return; }
+  if (zkl_is_cut(rc)) {
+    op->redo = 1;
+  } else if (op->stage == S_DELOURS) {
+    if (op->cancel) op_finish(op, ZOK, NULL); /* timed-out enter: gone */
+    else op_goto(op, S_MAIN);                 /* leave: look again */
+  } else if (op->stage == S_RMREADY) {
+    op_finish(op, ZOK, NULL);
+  } else {
+    op->result = rc == ZOK;
+    op_finish(op, rc == ZNONODE ? ZOK : rc, op->path);
+  }
+  op_leave(r);
+}
+
+static void op_stat_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, &r);
+  (void)st;
+  if (!op) { op_leave(r); return; }
+  if (rc != ZOK && rc != ZNONODE) {
+    op_trouble(op, rc, op->watch);
+  } else if (op->kind == ZKL_OP_WAIT_GONE) {
+    if (rc == ZNONODE) op_finish(op, ZOK, NULL);   /* else: watch set */
+  } else if (op->stage == S_READY) {               /* DB_ENTER */
+    if (rc == ZOK) op_finish(op, ZOK, NULL);       /* ready: entered */
+    else op_goto(op, S_COUNT);                     /* watch set: count */
+  } else if (op->stage == S_WATCH) {               /* DB_LEAVE */
+    if (rc == ZNONODE) op_goto(op, S_MAIN);        /* else: watch set */
+  }
+  op_leave(r);
+}
+
+static void op_leave_decide(zkl_op *op, char **m, int n) {
+  const char *ours = strrchr(op->ours, '/') + 1;
+  int i, present = 0;
+  for (i = 0; i < n; i++) if (strcmp(m[i], ours) == 0) present = 1;
+  if (n == 0) {
+    op_goto(op, S_RMREADY);
+  } else if (n == 1 && present) {
+    op_goto(op, S_DELOURS);
+  } else if (present && strcmp(m[0], ours) == 0) {
+    op_set_watch(op, zkl_join(op->path, m[n - 1])); /* lowest: wait for */
+    op_goto(op, S_WATCH);                           /* the highest      */
+  } else if (present) {
+    op_goto(op, S_DELOURS);                         /* go, then wait    */
+  } else {
+    op_set_watch(op, zkl_join(op->path, m[0]));     /* for the lowest   */
+    op_goto(op, S_WATCH);
+  }
+}
+
+static void op_children_cb(int rc, const struct String_vector *sv,
+                           const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, &r);
+  int i, n = 0;
+  char **m;
+  if (!op) { op_leave(r); return; }
+  if (rc == ZNONODE && op->kind != ZKL_OP_DB_ENTER) {
+    op_finish(op, ZOK, NULL); /* no such path: nobody contends, or left */
+    op_leave(r);
+    return;
+  }
+  if (rc != ZOK) { op_trouble(op, rc, op->path); op_leave(r); return; }
+  if (op->kind == ZKL_OP_CHILDREN) {
+    zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count + 1));
+    if (e && op->markers) {
+      n = zkl_names_sort(sv->data, sv->count, op->markers, e);
+    } else if (e) { /* every child */
+      for (n = 0; n < sv->count; n++) e[n].name = sv->data[n];
+    }
+    op->names = calloc((size_t)n + 1, sizeof *op->names);
+    for (i = 0; op->names && i < n; i++) {
+      op->names[i] = strdup(e[i].name);
+      if (op->names[i]) op->n++;
+    }
+    free(e);
+    op_finish(op, ZOK, NULL);
+    op_leave(r);
+    return;
+  }
+  m = malloc(sizeof *m * (size_t)(sv->count + 1));
+  if (!m) { op_finish(op, ZSYSTEMERROR, "out of memory"); op_leave(r); return; }
+  for (i = 0; i < sv->count; i++)
+    if (op_is_member(sv->data[i])) m[n++] = sv->data[i];
+  if (op->kind == ZKL_OP_DB_ENTER) {
+    /* enough members: make "ready" and look again; else the watch that
+     * S_READY left on "ready" wakes us, and we look again then */
+    if (n >= op->members) op_goto(op, S_MKREADY);
+  } else {
+    qsort(m, (size_t)n, sizeof *m, op_strcmp);
+    op_leave_decide(op, m, n);
+  }
+  free(m);
+  op_leave(r);
+}
+
+/* Send the request of the current stage. */
+static void op_step(zkl_op *op) {
+  zhandle_t *zh = op->c->zh;
+  zkl_req *r;
+  char *ready = NULL;
+  int rc = ZSYSTEMERROR;
+  if (op->done) return;
+  if (!zkl_client_usable(op->c, NULL)) { op_finish(op, ZINVALIDSTATE, NULL); return; }
+  r = op_req(op);
+  if (!r) { op_finish(op, ZSYSTEMERROR, "out of memory"); return; }
+  switch (op->stage) {
+  case S_MAIN:
+    switch (op->kind) {
+    case ZKL_OP_CHILDREN: case ZKL_OP_DB_LEAVE:
+      rc = zoo_aget_children(zh, op->path, 0, op_children_cb, r); break;
+    case ZKL_OP_CREATE:
+      rc = zoo_acreate(zh, op->path, op->data, op->datalen, op->c->acl,
+                       op->flags, op_string_cb, r); break;
+    case ZKL_OP_DB_ENTER:
+      rc = zoo_acreate(zh, op->ours, NULL, -1, op->c->acl, ZOO_EPHEMERAL,
+                       op_string_cb, r); break;
+    case ZKL_OP_DELETE:
+      rc = zoo_adelete(zh, op->path, -1, op_void_cb, r); break;
+    case ZKL_OP_SET:
+      rc = zoo_aset(zh, op->path, op->data, op->datalen, -1, op_set_cb,
+                    r); break;
+    case ZKL_OP_WAIT_GONE:
+      op_set_watch(op, strdup(op->path));
+      rc = zoo_aexists(zh, op->path, 1, op_stat_cb, r); break;
+    }
+    break;
+  case S_READY:
+    ready = zkl_join(op->path, "ready");
+    op_set_watch(op, ready ? strdup(ready) : NULL);
+    rc = ready ? zoo_aexists(zh, ready, 1, op_stat_cb, r) : ZSYSTEMERROR;
+    break;
+  case S_COUNT:
+    rc = zoo_aget_children(zh, op->path, 0, op_children_cb, r); break;
+  case S_MKREADY:
+    ready = zkl_join(op->path, "ready");
+    rc = ready ? zoo_acreate(zh, ready, NULL, -1, op->c->acl, 0,
+                             op_string_cb, r) : ZSYSTEMERROR;
+    break;
+  case S_DELOURS:
+    rc = zoo_adelete(zh, op->ours, -1, op_void_cb, r); break;
+  case S_RMREADY:
+    ready = zkl_join(op->path, "ready");
+    rc = ready ? zoo_adelete(zh, ready, -1, op_void_cb, r) : ZSYSTEMERROR;
+    break;
+  case S_WATCH:
+    rc = op->watch ? zoo_aexists(zh, op->watch, 1, op_stat_cb, r)
+                   : ZSYSTEMERROR;
+    break;
+  }
+  free(ready);
+  op_sent(op, r, rc, op->path);
+}
+
+/* ---- hooks from the session watcher -------------------------------------- */
+
+void zkl_op_on_watch(zkl_op *op) {
+  if (op->done || op->cancel) return;
+  if (op->kind == ZKL_OP_DB_LEAVE) op_goto(op, S_MAIN);
+  else if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_READY); /* ready? */
+  else op_goto(op, op->stage); /* WAIT_GONE: look again */
+}
+
+void zkl_op_on_connected(zkl_op *op) {
+  if (op->done) return;
+  if (op->redo || op->watch) op_goto(op, op->stage == S_PARENTS ? S_MAIN
+                                                                : op->stage);
+}
+
+void zkl_op_on_expired(zkl_op *op) {
+  if (!op->done) op_finish(op, ZSESSIONEXPIRED, NULL);
+}
+
+/* ---- the Lua thread's side ------------------------------------------------ */
+
+static zkl_op *op_new(zkl_client *c, int kind, const char *path,
+                      zkl_error *err) {
+  zkl_op *op = calloc(1, sizeof *op);
+  if (!op || !(op->path = strdup(path))) {
+    free(op);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
   op->c = c;
   op->refs = 1;
-  op->kind = ZKL_OP_CHILDREN;
-  op->markers = markers;
+  op->kind = kind;
+  return op;
+}
+
+/* Link and start it, or fail with err. */
+static zkl_op *op_start(zkl_op *op, zkl_error *err) {
+  zkl_client *c = op->c;
   pthread_mutex_lock(&c->mu);
   if (!zkl_client_usable(c, err)) {
     pthread_mutex_unlock(&c->mu);
-    free(op);
+    free(op->path); free(op->ours); free(op->data); free(op);
     return NULL;
   }
   c->refs++;
-  r = zkl_req_new(c, NULL, op, 0, ZKL_OP_CHILDREN);
-  rc = r ? zoo_aget_children(c->zh, path, 0, op_children_cb, r) : ZSYSTEMERROR;
-  if (rc != ZOK) {
-    if (r) zkl_req_done(r);
-    op_finish(op, rc, path);
-  }
+  op->next = c->ops;
+  if (c->ops) c->ops->prev = op;
+  c->ops = op;
+  op_step(op);
   pthread_mutex_unlock(&c->mu);
   return op;
 }
 
-/* From the Lua thread: 1 when done (err set on failure), 0 while pending. */
+zkl_op *zkl_op_children(zkl_client *c, const char *path,
+                        const char *const *markers, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_CHILDREN, path, err);
+  if (!op) return NULL;
+  op->markers = markers;
+  return op_start(op, err);
+}
+
+static int op_setdata(zkl_op *op, const char *data, int len) {
+  op->datalen = data ? len : -1;
+  if (!data) return 1;
+  op->data = malloc(len > 0 ? (size_t)len : 1);
+  if (!op->data) return 0;
+  if (len > 0) memcpy(op->data, data, (size_t)len);
+  return 1;
+}
+
+zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
+                      int datalen, int flags, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_CREATE, path, err);
+  if (!op) return NULL;
+  op->flags = flags;
+  if (!op_setdata(op, data, datalen)) { free(op->path); free(op); return NULL; }
+  return op_start(op, err);
+}
+
+zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_DELETE, path, err);
+  return op ? op_start(op, err) : NULL;
+}
+
+zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
+                   int datalen, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_SET, path, err);
+  if (!op) return NULL;
+  if (!op_setdata(op, data, datalen)) { free(op->path); free(op); return NULL; }
+  return op_start(op, err);
+}
+
+zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_WAIT_GONE, path, err);
+  return op ? op_start(op, err) : NULL;
+}
+
+zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
+                  const char *ours, int members, zkl_error *err) {
+  zkl_op *op = op_new(c, kind, path, err);
+  if (!op) return NULL;
+  op->members = members;
+  op->ours = strdup(ours);
+  if (!op->ours) { free(op->path); free(op); return NULL; }
+  return op_start(op, err);
+}
+
 int zkl_op_poll(zkl_op *op, unsigned long *gen) {
   int done;
   pthread_mutex_lock(&op->c->mu);
@@ -103,10 +454,30 @@ int zkl_op_poll(zkl_op *op, unsigned long *gen) {
   return done;
 }
 
-/* From the Lua thread: the box is collected. */
+void zkl_op_cancel(zkl_op *op) {
+  pthread_mutex_lock(&op->c->mu);
+  if (!op->done && !op->cancel) {
+    op->cancel = 1;
+    op_set_watch(op, NULL);
+    if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(op->c, NULL))
+      op_goto(op, S_DELOURS); /* a timed-out enter takes its node back */
+    else
+      op_finish(op, ZOK, NULL);
+  }
+  pthread_mutex_unlock(&op->c->mu);
+}
+
 void zkl_op_drop(zkl_op *op) {
   zkl_client *c = op->c;
   pthread_mutex_lock(&c->mu);
+  if (!op->done) { /* nobody waits any more: stop, but finish a deletion */
+    op->cancel = 1;
+    op_set_watch(op, NULL);
+    if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(c, NULL))
+      op_goto(op, S_DELOURS);
+    else
+      op_finish(op, ZOK, NULL);
+  }
   zkl_op_unref(op);
   pthread_mutex_unlock(&c->mu);
   zkl_client_unref(c);

@@ -88,10 +88,24 @@ typedef struct zkl_client {
   pid_t pid;              /* process that opened the session */
   const struct ACL_vector *acl;
   struct zkl_lock *locks; /* live lock attempts, for watch dispatch */
+  struct zkl_op *ops;     /* live ops, for watch dispatch */
   struct zkl_req *reqs;   /* outstanding requests */
+  struct zkl_event *ev_head, *ev_tail; /* callbacks Lua owes the user */
+  int n_events;
   unsigned long n_watch_events, n_requests;
   int wake_fd;            /* eventfd written on every change, or -1 */
 } zkl_client;
+
+/* Something Lua must call back about (revocation asked), queued on a
+ * ZooKeeper thread and taken by the Lua thread (zk:dispatch()). */
+enum { ZKL_EV_REVOKE };
+typedef struct zkl_event {
+  struct zkl_event *next;
+  int type;
+  char *path; /* the lock node concerned */
+} zkl_event;
+
+void zkl_event_push(zkl_client *c, int type, const char *path); /* mu held */
 
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
                            zkl_error *err);
@@ -121,25 +135,57 @@ zkl_req *zkl_req_new(zkl_client *c, struct zkl_lock *l, struct zkl_op *op,
                      int epoch, int kind); /* with mu held */
 void zkl_req_done(zkl_req *r); /* with mu held; drops the owner's ref */
 
-/* ---- op.c: one-shot requests (listing, exists, delete) ----------------- */
-enum { ZKL_OP_CHILDREN };
+/* ---- op.c: one-shot operations Lua polls for --------------------------- */
+enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
+       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE };
 typedef struct zkl_op {
+  struct zkl_op *prev, *next; /* client's list */
   zkl_client *c;
-  int refs;
+  int refs;       /* the Lua box + outstanding requests */
   int kind;
-  int done;
+  int done;       /* 1: finished (err.code says how) */
+  int result;     /* CREATE: 1 created, 0 existed; DELETE: 1 deleted */
+  int epoch, stage, redo, cancel;
+  int members;    /* double barrier */
+  int parents_left, parents_rc;
   zkl_error err;
   const char *const *markers;
-  char **names;   /* result of ZKL_OP_CHILDREN: sorted contenders */
+  char *path;     /* node (CREATE...) or directory (CHILDREN, DB_*) */
+  char *ours;     /* double barrier: our member node's full path */
+  char *data; int datalen;
+  int flags;      /* CREATE: ZooKeeper create flags */
+  char *watch;    /* full path whose watch event moves us on */
+  char **names;   /* CHILDREN: sorted contenders */
   int n;
 } zkl_op;
 
+/* All from the Lua thread; NULL with err set when it cannot start. */
 zkl_op *zkl_op_children(zkl_client *c, const char *path,
                         const char *const *markers, zkl_error *err);
+zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
+                      int datalen, int flags, zkl_error *err);
+zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err);
+zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
+                   int datalen, zkl_error *err);
+zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
+/* enter: create `ours` (ephemeral), then wait for <path>/ready, creating it
+ * once `members` member nodes exist; leave: the recipe's leave loop. */
+zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
+                  const char *ours, int members, zkl_error *err);
 int zkl_op_poll(zkl_op *op, unsigned long *gen);
+void zkl_op_cancel(zkl_op *op); /* stop waiting (a timed-out enter also
+                                   deletes its member node) */
 void zkl_op_unref(zkl_op *op); /* with mu held */
 void zkl_op_drop(zkl_op *op);  /* the Lua box is gone */
 void zkl_op_closing(zkl_req *r);
+void zkl_op_on_watch(zkl_op *op);      /* mu held */
+void zkl_op_on_connected(zkl_op *op);  /* mu held */
+void zkl_op_on_expired(zkl_op *op);    /* mu held */
+
+/* shared by lock.c and op.c */
+void zkl_uuid(char *out); /* 36 chars + NUL, random (v4) */
+char *zkl_join(const char *dir, const char *name);
+int zkl_is_cut(int rc);
 
 /* ---- lock.c: mutex / semaphore / read-write lock state machine -------- */
 enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE };
@@ -164,13 +210,20 @@ typedef struct zkl_lock {
   char uuid[40];
   char *node;      /* our child's name once known */
   char *watch;     /* full path of the watched predecessor */
+  char *ignore;    /* read lock of the write holder: our own writer node */
+  int revocable;   /* watch our node's data for "__REVOKE__" */
+  int revoke_armed;/* that get-with-watch is in place */
+  int selfref;     /* given up with work left: keeps itself alive */
   int64_t czxid;
   int64_t session; /* session that created our node */
   zkl_error err;
 } zkl_lock;
 
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen);
+                       int max_leases, const char *data, int datalen,
+                       const char *ignore);
+void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
+char *zkl_lock_nodepath(zkl_lock *l); /* malloc'd, or NULL; mu held */
 int zkl_lock_start(zkl_lock *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
@@ -183,9 +236,10 @@ int zkl_lock_held(zkl_lock *l);
 /* hooks called by client.c with mu held */
 void zkl_lock_on_connected(zkl_lock *l);
 void zkl_lock_on_expired(zkl_lock *l);
-void zkl_lock_on_watch(zkl_lock *l, int type);
+void zkl_lock_on_watch(zkl_lock *l, int type, const char *path);
 void zkl_lock_unref(zkl_lock *l);   /* with mu held */
 void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */
+void zkl_lock_on_closed(zkl_lock *l); /* the client closed: finish */
 
 /* ---- netutil.c (for zklock.testing) ------------------------------------ */
 int zkl_free_port(void);

@@ -22,6 +22,15 @@ local co_running = coroutine.running
 
 local MAIN = {} -- owner key of the main coroutine (LuaJIT's running() is nil)
 local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
+
+-- While a callback runs on behalf of a lock's owner, it acts as that owner
+-- (so `lock:release()` inside `on_revoke` releases the right hold).
+local acting
+
+local function me()
+  return acting or co_running() or MAIN
+end
 
 -- ---------------------------------------------------------------------------
 -- argument checks: the standard "bad argument #n to 'f' (...)" message
@@ -85,6 +94,37 @@ function M.set_waiter(fn)
   waiter = fn or block
 end
 
+-- ---------------------------------------------------------------------------
+-- callbacks: queued in C on ZooKeeper's threads, run here, in Lua
+
+-- node path -> { lock =, fn =, owner = } for revocable holds, per client
+local revocable = setmetatable({}, WEAK_KEYS)
+
+local function report(what, err)
+  io.stderr:write(("zklock: %s callback failed: %s\n"):format(what,
+    tostring(err)))
+end
+
+-- Run the callbacks `client` has queued; returns how many ran.
+local function dispatch(client)
+  local evs = client:_events()
+  if not evs then return 0 end
+  local n = 0
+  local reg = revocable[client]
+  for _, ev in ipairs(evs) do
+    local r = reg and reg[ev[2]]
+    if ev[1] == "revoke" and r then
+      local saved = acting
+      acting = r.owner
+      local ok, err = xpcall(r.fn, debug.traceback, r.lock)
+      acting = saved
+      n = n + 1
+      if not ok then report("on_revoke", err) end
+    end
+  end
+  return n
+end
+
 -- Poll obj (anything with poll() -> status, gen, ...) until it leaves
 -- "pending"/"waiting", or the deadline passes ("timeout").  Like Curator, a
 -- timeout bounds the wait behind other holders: the first create and
@@ -93,6 +133,7 @@ end
 local function await(client, obj, deadline, slack)
   local queued = false
   while true do
+    dispatch(client)
     local st, gen, msg, code = obj:poll()
     if st == "waiting" then queued = true
     elseif st ~= "pending" then return st, msg, code end
@@ -182,6 +223,7 @@ end
 
 local Lock = {}
 Lock.__index = Lock
+local arm_revoke
 
 local function fields(self, fname)
   local f = unbox(self)
@@ -220,6 +262,34 @@ function client_methods:mutex(path)
     { kind = "mutex", markers = "mutex", name = "zklock.mutex" })
 end
 
+-- Make a hold revocable: C watches the node's data for "__REVOKE__".
+arm_revoke = function(f, own, lock)
+  local node = own.att:info()
+  if not node then return end
+  local reg = revocable[f.client]
+  if not reg then
+    reg = {}
+    revocable[f.client] = reg
+  end
+  reg[f.path .. "/" .. node] = setmetatable(
+    { lock = lock, fn = f.revoke_fn, owner = own.owner }, WEAK_VALUES)
+  own.att:revocable()
+end
+
+--- Make the lock revocable (Curator `makeRevocable`): when someone asks
+-- (`zklock.revoke`, or Curator's `Revoker`), `fn(lock)` runs in Lua, on
+-- behalf of the holder, inside a zklock wait or `zk:dispatch()`.  Applies to
+-- the current hold and to later ones.  @return the lock
+function Lock:on_revoke(fn)
+  local f = fields(self, "on_revoke")
+  if type(fn) ~= "function" then
+    argerror(1, "on_revoke", "function expected, got " .. type(fn))
+  end
+  f.revoke_fn = fn
+  for _, own in pairs(f.owners) do arm_revoke(f, own, self) end
+  return self
+end
+
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
 -- The same coroutine may acquire again: it then must release as often.
 -- @return the lock, or nil, message, code ("timeout", ...)
@@ -229,22 +299,36 @@ function Lock:acquire(timeout)
   local client = f.client
   local c, msg, code = closed(client)
   if c then return nil, msg, code end
-  local co = co_running() or MAIN
+  local co = f.single and f or me()
   local own = f.owners[co]
-  if own then
+  if own and not f.single then
     if not own.att:held() then return nil, "lock lost", "lock_lost" end
     own.count = own.count + 1
     return self
   end
+  local ignore
+  if f.partner then -- read/write lock
+    local other = f.partner.owners[co]
+    if f.kind == "write" and other and not own then
+      argerror(1, "acquire", "zklock.rwlock " .. f.path .. ": the read " ..
+        "holder asking for the write lock would wait for itself for ever; " ..
+        "release the read lock first")
+    end
+    if f.kind == "read" and other then -- downgrade: the writer may read
+      ignore = other.att:info()
+    end
+  end
   local deadline = timeout and now() + timeout
-  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data())
+  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
   local ok
   ok, msg, code = att:start()
   if not ok then return nil, msg, code end
   local st
   st, msg, code = await(client, att, deadline, client:session_timeout())
   if st == "held" then
-    f.owners[co] = { att = att, count = 1 }
+    own = { att = att, count = 1, owner = co }
+    f.owners[co] = own
+    if f.revoke_fn then arm_revoke(f, own, self) end
     return self
   end
   -- timed out or failed: our node goes (now, or once its create returns)
@@ -262,7 +346,7 @@ end
 -- @return true, or nil, "lock lost", "lock_lost" when it was lost meanwhile
 function Lock:release()
   local f = fields(self, "release")
-  local co = co_running() or MAIN
+  local co = f.single and f or me()
   local own = f.owners[co]
   if not own then
     argerror(1, "release", f.name .. " " .. f.path ..
@@ -271,9 +355,12 @@ function Lock:release()
   own.count = own.count - 1
   if own.count > 0 then return true end
   f.owners[co] = nil
+  local reg = revocable[f.client]
+  local node = own.att:info()
+  if reg and node then reg[f.path .. "/" .. node] = nil end
   local held = own.att:held()
   own.att:release()
-  if closed(f.client) then return true end
+  if closed(f.client) then return nil, "client is closed", "closed" end
   await(f.client, own.att, grace(f.client))
   if not held then return nil, "lock lost", "lock_lost" end
   return true
@@ -281,7 +368,7 @@ end
 
 local function own_attempt(self, fname)
   local f = fields(self, fname)
-  local own = f.owners[co_running() or MAIN]
+  local own = f.owners[f.single and f or me()]
   return own and own.att, f
 end
 
@@ -329,12 +416,12 @@ end
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.
 function Lock.__close(self)
   local f = unbox(self)
-  if f and f.owners[co_running() or MAIN] then self:release() end
+  if f and f.owners[f.single and f or me()] then self:release() end
 end
 
 function Lock.__tostring(self)
   local f = unbox(self)
-  local att = f.owners[co_running() or MAIN]
+  local att = f.owners[f.single and f or me()]
   return ("%s{%s, %s}: %s"):format(f.name, f.path,
     att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
 end

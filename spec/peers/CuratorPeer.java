@@ -1,0 +1,235 @@
+// Apache Curator peer for spec/interop_spec.lua: each subcommand runs one
+// Curator recipe against a real server so the specs can check that zklock
+// and Curator honour each other's locks.  Build with spec/peers/build.sh.
+//
+//   counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE
+//   rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
+//   hold HOSTS PATH READYFILE [RELEASEFILE]
+//   hold-revocable HOSTS PATH READYFILE DONEFILE
+//   revoke HOSTS NODEPATH
+//
+// Times in the logs are System.nanoTime() in seconds: on Linux that is
+// clock_gettime(CLOCK_MONOTONIC), the clock of zklock.core.now().
+// Exit status: 0 done, 2 a lock was not acquired in time, 3 a wait for a
+// file or a revocation ran out, 1 anything else (stack trace on stderr).
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public final class CuratorPeer {
+  static final long ACQUIRE_S = 60;
+
+  /** InterProcessMutex with its own node path made visible. */
+  static final class Mutex extends InterProcessMutex {
+    Mutex(CuratorFramework c, String path) { super(c, path); }
+    String node() { return getLockPath(); }
+  }
+
+  static double now() { return System.nanoTime() / 1e9; }
+
+  static void fail(int status, String msg) {
+    System.err.println("CuratorPeer: " + msg);
+    System.exit(status);
+  }
+
+  static CuratorFramework connect(String hosts) throws Exception {
+    CuratorFramework c = CuratorFrameworkFactory.builder()
+        .connectString(hosts)
+        .sessionTimeoutMs(10000)
+        .connectionTimeoutMs(10000)
+        .retryPolicy(new ExponentialBackoffRetry(100, 5, 2000))
+        .build();
+    c.start();
+    if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) {
+      fail(1, "no connection to " + hosts);
+    }
+    return c;
+  }
+
+  static void waitForFile(String file, double seconds) throws Exception {
+    double deadline = now() + seconds;
+    Path p = Paths.get(file);
+    while (!Files.exists(p)) {
+      if (now() > deadline) fail(3, "file never appeared: " + file);
+      Thread.sleep(10);
+    }
+  }
+
+  /** Write whole, then rename: a poller never sees a half-written file. */
+  static void writeAtomically(String file, String text) throws Exception {
+    Path p = Paths.get(file);
+    Path tmp = Paths.get(file + ".tmp");
+    Files.write(tmp, text.getBytes(StandardCharsets.UTF_8));
+    Files.move(tmp, p, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  static void spin(double seconds) {
+    double until = now() + seconds;
+    while (now() < until) { /* widen the read-modify-write window */ }
+  }
+
+  static void acquireOrDie(InterProcessMutex m, String what) throws Exception {
+    if (!m.acquire(ACQUIRE_S, TimeUnit.SECONDS)) {
+      fail(2, what + " not acquired within " + ACQUIRE_S + " s");
+    }
+  }
+
+  // counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE
+  static void counter(String[] a) throws Exception {
+    String counterFile = a[3], logFile = a[4], gate = a[6];
+    int cycles = Integer.parseInt(a[5]);
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessMutex m = new InterProcessMutex(c, a[2]);
+      Path cf = Paths.get(counterFile);
+      StringBuilder log = new StringBuilder();
+      waitForFile(gate, 60);
+      for (int i = 0; i < cycles; i++) {
+        acquireOrDie(m, "mutex " + a[2]);
+        double t0 = now();
+        String s = new String(Files.readAllBytes(cf), StandardCharsets.UTF_8).trim();
+        long n = s.isEmpty() ? 0 : Long.parseLong(s);
+        spin(0.001);
+        Files.write(cf, Long.toString(n + 1).getBytes(StandardCharsets.UTF_8));
+        double t1 = now();
+        m.release();
+        log.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+      }
+      Files.write(Paths.get(logFile), log.toString().getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  // rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
+  static void rw(String[] a) throws Exception {
+    boolean write;
+    if (a[3].equals("write")) write = true;
+    else if (a[3].equals("read")) write = false;
+    else { fail(1, "rw: read or write expected, got " + a[3]); return; }
+    String logFile = a[4], gate = a[7];
+    int cycles = Integer.parseInt(a[5]);
+    long holdMs = Long.parseLong(a[6]);
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessReadWriteLock rwl = new InterProcessReadWriteLock(c, a[2]);
+      InterProcessMutex m = write ? rwl.writeLock() : rwl.readLock();
+      String tag = write ? "W" : "R";
+      StringBuilder log = new StringBuilder();
+      waitForFile(gate, 60);
+      for (int i = 0; i < cycles; i++) {
+        acquireOrDie(m, a[3] + " lock " + a[2]);
+        double t0 = now();
+        Thread.sleep(holdMs);
+        double t1 = now();
+        m.release();
+        log.append(String.format(Locale.ROOT, "%s %.6f %.6f\n", tag, t0, t1));
+      }
+      Files.write(Paths.get(logFile), log.toString().getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  // hold HOSTS PATH READYFILE [RELEASEFILE]: hold until RELEASEFILE exists,
+  // SIGTERM (the session is closed, so the node goes at once) or 120 s.
+  static void hold(String[] a) throws Exception {
+    final CuratorFramework c = connect(a[1]);
+    Runtime.getRuntime().addShutdownHook(new Thread(c::close));
+    Mutex m = new Mutex(c, a[2]);
+    acquireOrDie(m, "mutex " + a[2]);
+    writeAtomically(a[3], m.node());
+    Path release = a.length > 4 ? Paths.get(a[4]) : null;
+    double deadline = now() + 120;
+    while (now() < deadline && (release == null || !Files.exists(release))) {
+      Thread.sleep(10);
+    }
+    m.release();
+  }
+
+  // hold-revocable HOSTS PATH READYFILE DONEFILE
+  static void holdRevocable(String[] a) throws Exception {
+    try (CuratorFramework c = connect(a[1])) {
+      Mutex m = new Mutex(c, a[2]);
+      final CountDownLatch asked = new CountDownLatch(1);
+      // Curator calls the listener on its own thread, while the lock is
+      // owned by this one: only signal here, release below.
+      m.makeRevocable(lock -> asked.countDown());
+      acquireOrDie(m, "mutex " + a[2]);
+      writeAtomically(a[3], m.node());
+      boolean revoked = asked.await(60, TimeUnit.SECONDS);
+      m.release();
+      if (!revoked) fail(3, "no revocation request within 60 s");
+      writeAtomically(a[4], "revoked");
+    }
+  }
+
+  // revoke HOSTS NODEPATH
+  static void revoke(String[] a) throws Exception {
+    try (CuratorFramework c = connect(a[1])) {
+      Revoker.attemptRevoke(c, a[2]);
+    }
+  }
+
+  static void need(String[] a, int n, String usage) {
+    if (a.length < n) fail(1, "usage: " + usage);
+  }
+
+  static void quiet(String property, String level) {
+    if (System.getProperty(property) == null) System.setProperty(property, level);
+  }
+
+  public static void main(String[] a) {
+    // before any Curator class makes its logger: warnings and errors only
+    quiet("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+    // ZooKeeper 3.8 warns about an EndOfStreamException on every close
+    quiet("org.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn", "error");
+    try {
+      run(a);
+    } catch (Throwable e) {
+      // exit even though Curator's threads may still be running
+      e.printStackTrace();
+      System.exit(1);
+    }
+    System.exit(0);
+  }
+
+  static void run(String[] a) throws Exception {
+    String cmd = a.length > 0 ? a[0] : "";
+    switch (cmd) {
+      case "counter":
+        need(a, 7, "counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE");
+        counter(a);
+        break;
+      case "rw":
+        need(a, 8, "rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE");
+        rw(a);
+        break;
+      case "hold":
+        need(a, 4, "hold HOSTS PATH READYFILE [RELEASEFILE]");
+        hold(a);
+        break;
+      case "hold-revocable":
+        need(a, 5, "hold-revocable HOSTS PATH READYFILE DONEFILE");
+        holdRevocable(a);
+        break;
+      case "revoke":
+        need(a, 3, "revoke HOSTS NODEPATH");
+        revoke(a);
+        break;
+      case "now": // the clock the logs use, for comparing with core.now()
+        System.out.println(String.format(Locale.ROOT, "%.6f", now()));
+        break;
+      default:
+        fail(1, "unknown subcommand '" + cmd + "': counter, rw, hold, "
+            + "hold-revocable, revoke, now");
+    }
+  }
+}
