@@ -120,7 +120,6 @@ static void lock_set_watch(zkl_lock *l, char *path) {
  * FAILED with err otherwise. */
 static void lock_finish(zkl_lock *l, int rc, const char *what) {
   l->epoch++;
-  lock_set_watch(l, NULL);
   if (l->state == L_HELD) l->lost = 1;
   if (l->abandon) {
     l->state = L_DONE;
@@ -132,6 +131,7 @@ static void lock_finish(zkl_lock *l, int rc, const char *what) {
         zkl_client_usable(l->c, &l->err))
       zkl_seterr_rc(&l->err, rc, what);
   }
+  lock_set_watch(l, NULL); /* only now: `what` may be l->watch */
   zkl_client_changed(l->c);
   if (l->selfref) { /* nothing left to finish: let go (callers hold a ref
                        of their own, or touch l no more) */
@@ -142,7 +142,9 @@ static void lock_finish(zkl_lock *l, int rc, const char *what) {
 
 /* A request could not be sent, or its reply says the connection was cut:
  * redo the current phase once connected again; anything else ends it. */
-static void lock_trouble(zkl_lock *l, int rc, const char *what) {
+static void lock_trouble(zkl_lock *l, int rc, const char *what_) {
+  char what[256]; /* what_ may be l->node or l->watch, freed below */
+  snprintf(what, sizeof what, "%s", what_ ? what_ : "");
   if (zkl_is_cut(rc)) {
     l->redo = 1;
     return;

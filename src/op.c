@@ -39,9 +39,9 @@ static void op_set_watch(zkl_op *op, char *path) {
 static void op_finish(zkl_op *op, int rc, const char *what) {
   op->done = 1;
   op->epoch++;
-  op_set_watch(op, NULL);
   if (rc == ZOK) op->err.code = ZKL_OK;
   else if (zkl_client_usable(op->c, &op->err)) zkl_seterr_rc(&op->err, rc, what);
+  op_set_watch(op, NULL); /* only now: `what` may be op->watch */
   zkl_client_changed(op->c);
 }
 

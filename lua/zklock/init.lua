@@ -252,6 +252,7 @@ local function new_lock(client, path, fname, kind)
     client = client, path = path, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
+    single = kind.single,
   })
 end
 
@@ -288,6 +289,31 @@ function Lock:on_revoke(fn)
   f.revoke_fn = fn
   for _, own in pairs(f.owners) do arm_revoke(f, own, self) end
   return self
+end
+
+--- A non-reentrant mutex (Curator InterProcessSemaphoreMutex): a second
+-- acquire, even by the holder, waits like anyone else's; any coroutine of
+-- the process may release it.  Nodes `_c_<uuid>-lease-<seq>`.
+function client_methods:semaphore_mutex(path)
+  return new_lock(self, path, "semaphore_mutex",
+    { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
+      single = true })
+end
+
+--- A read/write lock (Curator InterProcessReadWriteLock): `rw.read` and
+-- `rw.write` are reentrant locks on one path, nodes `_c_<uuid>-__READ__<seq>`
+-- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
+-- and holds back readers that come after it; the write holder may also take
+-- the read lock; a read holder asking for the write lock is refused.
+function client_methods:rwlock(path)
+  local r = new_lock(self, path, "rwlock",
+    { kind = "read", markers = "rw", name = "zklock.rwlock.read" })
+  local w = new_lock(self, path, "rwlock",
+    { kind = "write", markers = "rw", name = "zklock.rwlock.write" })
+  local rf, wf = unbox(r), unbox(w)
+  rf.partner, wf.partner = wf, rf
+  return setmetatable({ read = r, write = w, path = path },
+    { __name = "zklock.rwlock" })
 end
 
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
@@ -427,6 +453,492 @@ function Lock.__tostring(self)
 end
 
 M.Lock = Lock
+
+-- ---------------------------------------------------------------------------
+-- semaphore: up to max_leases holders; acquire hands out lease objects
+
+local Semaphore = { __name = "zklock.semaphore" }
+Semaphore.__index = Semaphore
+local Lease = { __name = "zklock.lease" }
+Lease.__index = Lease
+
+--- A counting semaphore: at most `max_leases` holders at once, herd-free
+-- (each waiter watches the node `max_leases` places ahead of it).  Nodes
+-- `_c_<uuid>-lease-<seq>`.
+function client_methods:semaphore(path, max_leases)
+  if not core.is_client(self) then
+    argerror(1, "semaphore", "zklock client expected")
+  end
+  check_path(path, 1, "semaphore")
+  if type(max_leases) ~= "number" or max_leases ~= floor(max_leases)
+      or max_leases < 1 or max_leases > 2 ^ 31 then
+    argerror(2, "semaphore", "max_leases must be a positive integer, got "
+      .. tostring(max_leases))
+  end
+  local lock = new_lock(self, path, "semaphore",
+    { kind = "lease", markers = "lease", max_leases = max_leases,
+      name = "zklock.semaphore" })
+  local f = unbox(lock)
+  return box(Semaphore, { lock = lock, f = f, client = self, path = path,
+    held = setmetatable({}, WEAK_KEYS) })
+end
+
+local function sem_fields(self, fname)
+  local s = unbox(self)
+  if not s or getmetatable(self) ~= Semaphore then
+    argerror(1, fname, "zklock semaphore expected, got " .. type(self))
+  end
+  return s
+end
+
+--- Take a lease, waiting at most `timeout` seconds.
+-- @return a lease (release(), is_held(), token(), node(); freed by __gc and
+-- __close), or nil, message, code
+function Semaphore:acquire(timeout)
+  local s = sem_fields(self, "acquire")
+  timeout = check_timeout(timeout, 1, "acquire")
+  local c, msg, code = closed(s.client)
+  if c then return nil, msg, code end
+  local f = s.f
+  local att = s.client:_lock(f.path, "lease", f.max_leases, owner_data())
+  local ok
+  ok, msg, code = att:start()
+  if not ok then return nil, msg, code end
+  local st
+  st, msg, code = await(s.client, att, timeout and now() + timeout,
+    s.client:session_timeout())
+  if st ~= "held" then
+    att:release()
+    await(s.client, att, grace(s.client))
+    if st == "timeout" then
+      return nil, ("timeout: no lease of %s within %gs"):format(f.path,
+        timeout), "timeout"
+    end
+    return nil, msg, code
+  end
+  local lease = box(Lease, { att = att, sem = s })
+  local co = me()
+  local mine = s.held[co]
+  if not mine then
+    mine = setmetatable({}, WEAK_VALUES)
+    s.held[co] = mine
+  end
+  mine[#mine + 1] = lease
+  return lease
+end
+
+local function lease_fields(self, fname)
+  local l = unbox(self)
+  if not l or getmetatable(self) ~= Lease then
+    argerror(1, fname, "zklock lease expected, got " .. type(self))
+  end
+  return l
+end
+
+--- Give the lease back.  @return true, or nil, msg, code
+function Lease:release()
+  local l = lease_fields(self, "release")
+  if l.released then
+    argerror(1, "release", "lease of " .. l.sem.path .. " already released")
+  end
+  l.released = true
+  local held = l.att:held()
+  l.att:release()
+  local client = l.sem.client
+  if closed(client) then return nil, "client is closed", "closed" end
+  await(client, l.att, grace(client))
+  if not held then return nil, "lock lost", "lock_lost" end
+  return true
+end
+
+function Lease:is_held()
+  local l = lease_fields(self, "is_held")
+  return not l.released and l.att:held()
+end
+
+function Lease:token()
+  local l = lease_fields(self, "token")
+  if l.released or not l.att:held() then return nil end
+  return (select(2, l.att:info()))
+end
+
+function Lease:node()
+  local l = lease_fields(self, "node")
+  local name = not l.released and l.att:info()
+  return name and l.sem.path .. "/" .. name or nil
+end
+
+function Lease.__close(self)
+  local l = unbox(self)
+  if l and not l.released then self:release() end
+end
+
+function Lease.__tostring(self)
+  local l = unbox(self)
+  return ("zklock.lease{%s, %s}: %s"):format(l.sem.path,
+    l.released and "released" or "held", core.addr(self))
+end
+
+-- the calling coroutine's newest lease still held
+local function newest(s)
+  local mine = s.held[me()]
+  if not mine then return nil end
+  for i = #mine, 1, -1 do
+    local l = mine[i]
+    if l and not unbox(l).released then return l, i end
+  end
+end
+
+--- Release `lease`, or the calling coroutine's newest lease.
+function Semaphore:release(lease)
+  local s = sem_fields(self, "release")
+  if lease == nil then
+    lease = newest(s)
+    if not lease then
+      argerror(1, "release", "the calling coroutine holds no lease of " ..
+        s.path)
+    end
+  end
+  return lease_fields(lease, "release") and lease:release()
+end
+
+--- True while the calling coroutine holds a lease.
+function Semaphore:is_held()
+  local l = newest(sem_fields(self, "is_held"))
+  return l ~= nil and l:is_held()
+end
+
+--- Token of the calling coroutine's newest lease.
+function Semaphore:token()
+  local l = newest(sem_fields(self, "token"))
+  return l and l:token()
+end
+
+function Semaphore:participants(timeout)
+  return sem_fields(self, "participants").lock:participants(timeout)
+end
+
+function Semaphore.__tostring(self)
+  local s = unbox(self)
+  return ("zklock.semaphore{%s, %d}: %s"):format(s.path, s.f.max_leases,
+    core.addr(self))
+end
+
+-- ---------------------------------------------------------------------------
+-- multi-lock: all or nothing, in a canonical order
+
+local MultiLock = { __name = "zklock.multilock" }
+MultiLock.__index = MultiLock
+local RANK = { write = 1, mutex = 2, lease = 3, read = 4 }
+
+--- All-or-nothing over lock objects (mutexes, semaphore mutexes, rw.read,
+-- rw.write): acquired in a canonical order (by path) so two callers passing
+-- different orders cannot deadlock, one deadline for the whole set, released
+-- in reverse.
+function client_methods:multilock(locks)
+  if not core.is_client(self) then
+    argerror(1, "multilock", "zklock client expected")
+  end
+  if type(locks) ~= "table" or #locks == 0 then
+    argerror(1, "multilock", "non-empty array of locks expected")
+  end
+  local list, seen = {}, {}
+  for i, l in ipairs(locks) do
+    local f = getmetatable(l) == Lock and unbox(l)
+    if not f then
+      argerror(1, "multilock", ("element %d is not a zklock lock"):format(i))
+    end
+    if seen[l] then
+      argerror(1, "multilock", ("element %d appears twice"):format(i))
+    end
+    seen[l] = true
+    list[#list + 1] = { lock = l, key = f.path .. "\0" .. RANK[f.kind] }
+  end
+  table.sort(list, function(a, b) return a.key < b.key end)
+  local sorted = {}
+  for i, e in ipairs(list) do sorted[i] = e.lock end
+  return box(MultiLock, { locks = sorted, client = self,
+    owners = setmetatable({}, WEAK_KEYS) })
+end
+
+local function multi_fields(self, fname)
+  local m = unbox(self)
+  if not m or getmetatable(self) ~= MultiLock then
+    argerror(1, fname, "zklock multilock expected, got " .. type(self))
+  end
+  return m
+end
+
+function MultiLock:acquire(timeout)
+  local m = multi_fields(self, "acquire")
+  timeout = check_timeout(timeout, 1, "acquire")
+  local deadline = timeout and now() + timeout
+  for i, l in ipairs(m.locks) do
+    local left = deadline and math.max(0, deadline - now())
+    local ok, msg, code = l:acquire(left)
+    if not ok then
+      for j = i - 1, 1, -1 do m.locks[j]:release() end
+      return nil, msg, code
+    end
+  end
+  local co = me()
+  m.owners[co] = (m.owners[co] or 0) + 1
+  return self
+end
+
+--- Release every lock, in reverse order.  @return true, or nil, msg, code
+-- of the first that failed (all are released regardless)
+function MultiLock:release()
+  local m = multi_fields(self, "release")
+  local co = me()
+  if not m.owners[co] then
+    argerror(1, "release", "multilock not held by the calling coroutine")
+  end
+  m.owners[co] = m.owners[co] > 1 and m.owners[co] - 1 or nil
+  local r1, r2, r3 = true, nil, nil
+  for i = #m.locks, 1, -1 do
+    local ok, msg, code = m.locks[i]:release()
+    if not ok and r1 then r1, r2, r3 = nil, msg, code end
+  end
+  return r1, r2, r3
+end
+
+function MultiLock:is_held()
+  local m = multi_fields(self, "is_held")
+  if not m.owners[me()] then return false end
+  for _, l in ipairs(m.locks) do
+    if not l:is_held() then return false end
+  end
+  return true
+end
+
+--- Tokens of every lock, in the canonical order (nil when not held).
+function MultiLock:token()
+  local m = multi_fields(self, "token")
+  if not self:is_held() then return nil end
+  local t = {}
+  for i, l in ipairs(m.locks) do t[i] = l:token() end
+  return t
+end
+
+--- Participants of every lock: { [path] = {...} }.
+function MultiLock:participants(timeout)
+  local m = multi_fields(self, "participants")
+  local out = {}
+  for _, l in ipairs(m.locks) do
+    local p, msg, code = l:participants(timeout)
+    if not p then return nil, msg, code end
+    out[unbox(l).path] = p
+  end
+  return out
+end
+
+function MultiLock.__close(self)
+  local m = unbox(self)
+  if m and m.owners[me()] then self:release() end
+end
+
+-- ---------------------------------------------------------------------------
+-- barriers
+
+local function run_op(client, op, msg, code, timeout)
+  if not op then return nil, msg, code end
+  local st = await(client, op, timeout and now() + timeout)
+  if st == "timeout" then
+    op:cancel()
+    await(client, op, grace(client))
+    return nil, "timeout", "timeout"
+  end
+  return op:result()
+end
+
+local Barrier = { __name = "zklock.barrier" }
+Barrier.__index = Barrier
+
+--- A barrier (Curator DistributedBarrier): `set()` raises it, `wait()`
+-- blocks while it stands, `remove()` lets everyone through.
+function client_methods:barrier(path)
+  if not core.is_client(self) then
+    argerror(1, "barrier", "zklock client expected")
+  end
+  check_path(path, 1, "barrier")
+  return box(Barrier, { client = self, path = path })
+end
+
+local function barrier_fields(self, fname)
+  local b = unbox(self)
+  if not b or getmetatable(self) ~= Barrier then
+    argerror(1, fname, "zklock barrier expected, got " .. type(self))
+  end
+  return b
+end
+
+--- Raise the barrier (a persistent node; parents as containers).
+-- @return true, or nil, msg, code
+function Barrier:set()
+  local b = barrier_fields(self, "set")
+  local c, msg, code = closed(b.client)
+  if c then return nil, msg, code end
+  local ok
+  ok, msg, code = run_op(b.client, b.client:_create(b.path, nil, "persistent"))
+  if not ok then return nil, msg, code end
+  return true
+end
+
+--- Take the barrier down.  @return true, or nil, msg, code
+function Barrier:remove()
+  local b = barrier_fields(self, "remove")
+  local c, msg, code = closed(b.client)
+  if c then return nil, msg, code end
+  local ok
+  ok, msg, code = run_op(b.client, b.client:_delete(b.path))
+  if not ok then return nil, msg, code end
+  return true
+end
+
+--- Wait while the barrier stands, at most `timeout` seconds.
+-- @return true, or nil, "timeout", "timeout" (or another failure)
+function Barrier:wait(timeout)
+  local b = barrier_fields(self, "wait")
+  timeout = check_timeout(timeout, 1, "wait")
+  local c, msg, code = closed(b.client)
+  if c then return nil, msg, code end
+  local op
+  op, msg, code = b.client:_wait_gone(b.path)
+  local ok
+  ok, msg, code = run_op(b.client, op, msg, code, timeout)
+  if not ok then return nil, msg, code end
+  return true
+end
+
+local DoubleBarrier = { __name = "zklock.double_barrier" }
+DoubleBarrier.__index = DoubleBarrier
+
+--- A double barrier (the ZooKeeper recipe): `enter()` returns once
+-- `members` have entered; `leave()` once all have left.  Every wake-up is
+-- checked again (no early return on a spurious wake-up); a timed-out enter
+-- removes its node; more than `members` may enter.
+function client_methods:double_barrier(path, members)
+  if not core.is_client(self) then
+    argerror(1, "double_barrier", "zklock client expected")
+  end
+  check_path(path, 1, "double_barrier")
+  if type(members) ~= "number" or members ~= floor(members) or members < 1
+      or members > 2 ^ 31 then
+    argerror(2, "double_barrier", "members must be a positive integer, got "
+      .. tostring(members))
+  end
+  return box(DoubleBarrier, { client = self, path = path, members = members,
+    ours = path .. "/" .. core.uuid() })
+end
+
+local function db_fields(self, fname)
+  local d = unbox(self)
+  if not d or getmetatable(self) ~= DoubleBarrier then
+    argerror(1, fname, "zklock double barrier expected, got " .. type(self))
+  end
+  return d
+end
+
+--- Enter; waits until `members` have entered.  @return true, or nil, msg,
+-- code ("timeout": our node is removed again)
+function DoubleBarrier:enter(timeout)
+  local d = db_fields(self, "enter")
+  timeout = check_timeout(timeout, 1, "enter")
+  local c, msg, code = closed(d.client)
+  if c then return nil, msg, code end
+  if d.entered then argerror(1, "enter", "already entered " .. d.path) end
+  local op
+  op, msg, code = d.client:_db("enter", d.path, d.ours, d.members)
+  local ok
+  ok, msg, code = run_op(d.client, op, msg, code, timeout)
+  if not ok then return nil, msg, code end
+  d.entered = true
+  return true
+end
+
+--- Leave; waits until every member has left.  @return true, or nil, msg,
+-- code
+function DoubleBarrier:leave(timeout)
+  local d = db_fields(self, "leave")
+  timeout = check_timeout(timeout, 1, "leave")
+  local c, msg, code = closed(d.client)
+  if c then return nil, msg, code end
+  if not d.entered then argerror(1, "leave", "not entered " .. d.path) end
+  local op
+  op, msg, code = d.client:_db("leave", d.path, d.ours, d.members)
+  local ok
+  ok, msg, code = run_op(d.client, op, msg, code, timeout)
+  if not ok then return nil, msg, code end
+  d.entered = false
+  return true
+end
+
+-- ---------------------------------------------------------------------------
+-- callbacks and revocation
+
+--- Run the callbacks this client has queued (revocation requests); with a
+-- timeout, first wait up to that long for one to arrive.
+-- @return how many ran
+function client_methods:dispatch(timeout)
+  if not core.is_client(self) then
+    argerror(1, "dispatch", "zklock client expected")
+  end
+  timeout = check_timeout(timeout, 1, "dispatch")
+  local n = dispatch(self)
+  if n > 0 or not timeout or closed(self) then return n end
+  local deadline = now() + timeout
+  while n == 0 do
+    local left = deadline - now()
+    if left <= 0 then break end
+    local _, gen = self:_poll()
+    waiter(self, gen, left)
+    n = dispatch(self)
+  end
+  return n
+end
+
+--- Ask the current holder(s) of the lock at `path` to let go (Curator
+-- Revoker): their nodes' data becomes "__REVOKE__".  Holders are the first
+-- node (mutex), the first `max_leases` (semaphore), or the writer / the
+-- readers before the first writer (read/write lock).
+-- @return the number of holders asked, or nil, msg, code
+function M.revoke(zk, path, max_leases)
+  if not core.is_client(zk) then argerror(1, "revoke", "zklock client expected") end
+  check_path(path, 2, "revoke")
+  if max_leases ~= nil and (type(max_leases) ~= "number" or max_leases < 1) then
+    argerror(3, "revoke", "max_leases must be a positive integer")
+  end
+  local c, msg, code = closed(zk)
+  if c then return nil, msg, code end
+  local holders = {}
+  local function list(markers)
+    local names
+    names, msg, code = run_op(zk, zk:_children(path, markers))
+    return names
+  end
+  local rw = list("rw")
+  if not rw then return nil, msg, code end
+  if #rw > 0 then
+    for _, n in ipairs(rw) do
+      local writer = n:find("__WRIT__", 1, true)
+      if writer and #holders > 0 then break end
+      holders[#holders + 1] = n
+      if writer then break end
+    end
+  else
+    local names = list("mutex")
+    if not names then return nil, msg, code end
+    if #names == 0 then names = list("lease") or {} end
+    for i = 1, math.min(#names, max_leases or 1) do holders[i] = names[i] end
+  end
+  for _, n in ipairs(holders) do
+    local ok
+    ok, msg, code = run_op(zk, zk:_set(path .. "/" .. n, "__REVOKE__"))
+    if not ok and code ~= "no_node" then return nil, msg, code end
+  end
+  return #holders
+end
 
 -- ---------------------------------------------------------------------------
 
