@@ -83,6 +83,51 @@ describe("bad input", function()
     assert.equal(0, #m:participants())
   end)
 
+  it("recipes", function()
+    local m = zk:mutex(H.path())
+    for _, f in ipairs({
+      function() zk:semaphore_mutex("rel") end,
+      function() zk:semaphore(H.path()) end,
+      function() zk:semaphore(H.path(), 0) end,
+      function() zk:semaphore(H.path(), -1) end,
+      function() zk:semaphore(H.path(), 1.5) end,
+      function() zk:semaphore(H.path(), "2") end,
+      function() zk:rwlock(42) end,
+      function() zk:multilock() end,
+      function() zk:multilock({}) end,
+      function() zk:multilock({ m, m }) end,
+      function() zk:multilock({ m, "x" }) end,
+      function() zk:barrier("/") end,
+      function() zk:barrier(H.path()):wait(-1) end,
+      function() zk:double_barrier(H.path(), 0) end,
+      function() zk:double_barrier(H.path(), 2.5) end,
+      function() zk:double_barrier(H.path(), 2):leave() end,
+      function() zk:dispatch(-1) end,
+      function() m:on_revoke(5) end,
+      function() zklock.revoke(nil, "/a") end,
+      function() zklock.revoke(zk, "a") end,
+      function() zklock.revoke(zk, "/a", 0) end,
+    }) do
+      assert.has_error(f)
+    end
+    assert.has_error(function() zk:semaphore(H.path(), 0) end,
+      "bad argument #2 to 'semaphore' (max_leases must be a positive " ..
+      "integer, got 0)")
+    local sem = zk:semaphore(H.path(), 2)
+    assert.has_error(function() sem:release() end)
+    local lease = assert(sem:acquire(5))
+    assert.is_true(lease:release())
+    assert.has_error(function() lease:release() end)
+    local rw = zk:rwlock(H.path())
+    assert(rw.read:acquire(5))
+    assert.has_error(function() rw.write:acquire(1) end,
+      "bad argument #1 to 'acquire' (zklock.rwlock " .. rw.path ..
+      ": the read holder asking for the write lock would wait for itself " ..
+      "for ever; release the read lock first)")
+    rw.read:release()
+    assert.equal(0, zklock.revoke(zk, H.path()))
+  end)
+
   it("set_waiter", function()
     assert.has_error(function() zklock.set_waiter(5) end)
     zklock.set_waiter(nil)
