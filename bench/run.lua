@@ -22,6 +22,8 @@ local function line(name, ops, secs, lat)
   return ops / secs
 end
 
+local JAVA_CP = os.getenv("ZKLOCK_PEER_CP") -- the compiled Curator peer
+
 local srv = testing.server({ tick_time = 2000 })
 local ok, err = pcall(function()
   local hosts = srv.connect_string
@@ -62,39 +64,66 @@ local ok, err = pcall(function()
   print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
     :format(w1rate / (floor.ops / floor.secs)))
   zk:close()
+  local curator
+  if JAVA_CP then -- the peer, same server, same run
+    local fh = assert(io.popen(("java -cp %s CuratorPeer bench %s /bench/cw1 %d")
+      :format(JAVA_CP, hosts, CYCLES)))
+    local out = fh:read("*a")
+    fh:close()
+    io.write(out)
+    curator = tonumber(out:match("ops_per_s=(%S+)"))
+    if curator then
+      print(("ratio zklock.mutex.uncontended/curator.mutex.uncontended=%.2f " ..
+        "(target >= 1.5)"):format(w1rate / curator))
+    end
+  end
 
   -- W2: C separate processes (sessions) on one mutex
   local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
-  local gate = ("%s/zklock-bench-gate-%d"):format(TMP, core.pid())
-  local outs, done = {}, {}
-  for i = 1, C do
-    outs[i] = ("%s/zklock-bench-c8-%d-%d"):format(TMP, core.pid(), i)
-    done[i] = outs[i] .. ".done"
-    os.execute(("sh -c '%s bench/worker.lua %s /bench/c8 %d %s %s; echo $? >%s'" ..
-      " >/dev/null 2>&1 &"):format(lua, hosts, M, gate, outs[i], done[i]))
-  end
-  local g = assert(io.open(gate, "w")); g:close()
-  local deadline = core.now() + 300
-  for i = 1, C do
-    while not io.open(done[i]) do
-      assert(core.now() < deadline, "c8 workers did not finish")
-      os.execute("sleep 0.1")
+  local function c8(name, command)
+    local gate = ("%s/zklock-bench-gate-%d"):format(TMP, core.pid())
+    local outs, done = {}, {}
+    for i = 1, C do
+      outs[i] = ("%s/zklock-bench-c8-%d-%d"):format(TMP, core.pid(), i)
+      done[i] = outs[i] .. ".done"
+      os.execute(("sh -c '%s; echo $? >%s' >/dev/null 2>&1 &"):format(
+        command(gate, outs[i]), done[i]))
     end
-  end
-  local lat, first, last = {}, math.huge, 0
-  for i = 1, C do
-    local fh = assert(io.open(outs[i]))
-    local a, b = fh:read("*n", "*n")
-    assert(a, "c8 worker " .. i .. " failed")
-    first, last = math.min(first, a), math.max(last, b)
-    for v in fh:lines() do
-      if tonumber(v) then lat[#lat + 1] = tonumber(v) end
+    local g = assert(io.open(gate, "w")); g:close()
+    local deadline = core.now() + 300
+    for i = 1, C do
+      while not io.open(done[i]) do
+        assert(core.now() < deadline, name .. " workers did not finish")
+        os.execute("sleep 0.1")
+      end
     end
-    fh:close()
-    os.remove(outs[i]); os.remove(done[i])
+    local lat, first, last = {}, math.huge, 0
+    for i = 1, C do
+      local fh = assert(io.open(outs[i]))
+      local a, b = fh:read("*n", "*n")
+      assert(a, name .. " worker " .. i .. " failed")
+      first, last = math.min(first, a), math.max(last, b)
+      for v in fh:lines() do
+        if tonumber(v) then lat[#lat + 1] = tonumber(v) end
+      end
+      fh:close()
+      os.remove(outs[i]); os.remove(done[i])
+    end
+    os.remove(gate)
+    return line(name, C * M, last - first, lat)
   end
-  os.remove(gate)
-  line("zklock.mutex.c8", C * M, last - first, lat)
+  local z = c8("zklock.mutex.c8", function(gate, out)
+    return ("%s bench/worker.lua %s /bench/c8 %d %s %s"):format(lua, hosts, M,
+      gate, out)
+  end)
+  if JAVA_CP then
+    local cur = c8("curator.mutex.c8", function(gate, out)
+      return ("java -cp %s CuratorPeer bench %s /bench/cc8 %d %s %s"):format(
+        JAVA_CP, hosts, M, gate, out)
+    end)
+    print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
+      :format(z / cur))
+  end
 end)
 srv:close()
 assert(ok, err)

@@ -8,4 +8,10 @@ trap 'pkill -f "$run" 2>/dev/null || true; rm -rf "$run"' EXIT INT TERM
 export ZKLOCK_TEST_TMP="$run"
 export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
 export LUA_CPATH="./build/lua5.4/?.so;;"
+# the peer: Curator's InterProcessMutex, same server, same run
+if sh spec/peers/build.sh "$run/peer" >/dev/null; then
+  export ZKLOCK_PEER_CP="$(cat "$run/peer/classpath")"
+else
+  echo "bench: Curator peer not built (make deps installs it); its lines are left out"
+fi
 ZKLOCK_LUA=lua5.4 lua5.4 bench/run.lua

@@ -111,6 +111,40 @@ public final class CuratorPeer {
     }
   }
 
+  // bench HOSTS PATH CYCLES [GATEFILE OUTFILE]: acquire+release in a loop
+  // after a warm-up; alone, prints one BENCH.md line; with a gate, waits for
+  // it and writes "start end" then one acquire latency per line (W2)
+  static void bench(String[] a) throws Exception {
+    int cycles = Integer.parseInt(a[3]);
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessMutex m = new InterProcessMutex(c, a[2]);
+      for (int i = 0; i < 50; i++) { acquireOrDie(m, a[2]); m.release(); }
+      if (a.length > 5) waitForFile(a[4], 60);
+      double[] lat = new double[cycles];
+      double t0 = now();
+      for (int i = 0; i < cycles; i++) {
+        double s = now();
+        acquireOrDie(m, a[2]);
+        lat[i] = now() - s;
+        m.release();
+        if (a.length <= 5) lat[i] = now() - s; // W1: the whole cycle
+      }
+      double t1 = now();
+      if (a.length > 5) {
+        StringBuilder out = new StringBuilder();
+        out.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+        for (double v : lat) out.append(String.format(Locale.ROOT, "%.6f\n", v));
+        Files.write(Paths.get(a[5]), out.toString().getBytes(StandardCharsets.UTF_8));
+        return;
+      }
+      java.util.Arrays.sort(lat);
+      System.out.println(String.format(Locale.ROOT,
+          "curator.mutex.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f",
+          cycles, cycles / (t1 - t0), lat[cycles / 2] * 1e6,
+          lat[(int) Math.min(cycles - 1, Math.ceil(cycles * 0.99) - 1)] * 1e6));
+    }
+  }
+
   // rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
   static void rw(String[] a) throws Exception {
     boolean write;
@@ -223,6 +257,10 @@ public final class CuratorPeer {
       case "revoke":
         need(a, 3, "revoke HOSTS NODEPATH");
         revoke(a);
+        break;
+      case "bench":
+        need(a, 4, "bench HOSTS PATH CYCLES [GATEFILE OUTFILE]");
+        bench(a);
         break;
       case "now": // the clock the logs use, for comparing with core.now()
         System.out.println(String.format(Locale.ROOT, "%.6f", now()));
