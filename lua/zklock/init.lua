@@ -225,13 +225,16 @@ local Lock = {}
 Lock.__index = Lock
 local arm_revoke
 
-local function fields(self, fname)
+-- The fields of a boxed object of class `mt`, or the standard error.
+local function checked(self, mt, fname, what)
   local f = unbox(self)
-  if not f or getmetatable(self) ~= Lock then
-    argerror(1, fname, "zklock lock expected, got " .. type(self))
+  if not f or getmetatable(self) ~= mt then
+    argerror(1, fname, "zklock " .. what .. " expected, got " .. type(self))
   end
   return f
 end
+
+local function fields(self, fname) return checked(self, Lock, fname, "lock") end
 
 local HOST
 local function owner_data()
@@ -316,6 +319,37 @@ function client_methods:rwlock(path)
     { __name = "zklock.rwlock" })
 end
 
+-- Take a node in the queue of f's path and wait to hold it.  Returns the
+-- held attempt, or nil, msg, code once the node is gone again.
+local function take(f, timeout, ignore)
+  local client = f.client
+  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
+  local ok, msg, code = att:start()
+  if not ok then return nil, msg, code end
+  local st
+  st, msg, code = await(client, att, timeout and now() + timeout,
+    client:session_timeout())
+  if st == "held" then return att end
+  -- timed out or failed: our node goes (now, or once its create returns)
+  att:release()
+  await(client, att, grace(client))
+  if st == "timeout" then
+    return nil, ("timeout: %s not acquired within %gs"):format(f.path,
+      timeout), "timeout"
+  end
+  return nil, msg, code
+end
+
+-- Give a held attempt's node back and wait for the server to confirm.
+local function give_back(client, att)
+  local held = att:held()
+  att:release()
+  if closed(client) then return nil, "client is closed", "closed" end
+  await(client, att, grace(client))
+  if not held then return nil, "lock lost", "lock_lost" end
+  return true
+end
+
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
 -- The same coroutine may acquire again: it then must release as often.
 -- @return the lock, or nil, message, code ("timeout", ...)
@@ -344,27 +378,13 @@ function Lock:acquire(timeout)
       ignore = other.att:info()
     end
   end
-  local deadline = timeout and now() + timeout
-  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
-  local ok
-  ok, msg, code = att:start()
-  if not ok then return nil, msg, code end
-  local st
-  st, msg, code = await(client, att, deadline, client:session_timeout())
-  if st == "held" then
-    own = { att = att, count = 1, owner = co }
-    f.owners[co] = own
-    if f.revoke_fn then arm_revoke(f, own, self) end
-    return self
-  end
-  -- timed out or failed: our node goes (now, or once its create returns)
-  att:release()
-  await(client, att, grace(client))
-  if st == "timeout" then
-    return nil, ("timeout: %s not acquired within %gs"):format(f.path,
-      timeout), "timeout"
-  end
-  return nil, msg, code
+  local att
+  att, msg, code = take(f, timeout, ignore)
+  if not att then return nil, msg, code end
+  own = { att = att, count = 1, owner = co }
+  f.owners[co] = own
+  if f.revoke_fn then arm_revoke(f, own, self) end
+  return self
 end
 
 --- Release one level of the calling coroutine's hold; the last deletes the
@@ -384,12 +404,7 @@ function Lock:release()
   local reg = revocable[f.client]
   local node = own.att:info()
   if reg and node then reg[f.path .. "/" .. node] = nil end
-  local held = own.att:held()
-  own.att:release()
-  if closed(f.client) then return nil, "client is closed", "closed" end
-  await(f.client, own.att, grace(f.client))
-  if not held then return nil, "lock lost", "lock_lost" end
-  return true
+  return give_back(f.client, own.att)
 end
 
 local function own_attempt(self, fname)
@@ -484,11 +499,7 @@ function client_methods:semaphore(path, max_leases)
 end
 
 local function sem_fields(self, fname)
-  local s = unbox(self)
-  if not s or getmetatable(self) ~= Semaphore then
-    argerror(1, fname, "zklock semaphore expected, got " .. type(self))
-  end
-  return s
+  return checked(self, Semaphore, fname, "semaphore")
 end
 
 --- Take a lease, waiting at most `timeout` seconds.
@@ -499,23 +510,9 @@ function Semaphore:acquire(timeout)
   timeout = check_timeout(timeout, 1, "acquire")
   local c, msg, code = closed(s.client)
   if c then return nil, msg, code end
-  local f = s.f
-  local att = s.client:_lock(f.path, "lease", f.max_leases, owner_data())
-  local ok
-  ok, msg, code = att:start()
-  if not ok then return nil, msg, code end
-  local st
-  st, msg, code = await(s.client, att, timeout and now() + timeout,
-    s.client:session_timeout())
-  if st ~= "held" then
-    att:release()
-    await(s.client, att, grace(s.client))
-    if st == "timeout" then
-      return nil, ("timeout: no lease of %s within %gs"):format(f.path,
-        timeout), "timeout"
-    end
-    return nil, msg, code
-  end
+  local att
+  att, msg, code = take(s.f, timeout)
+  if not att then return nil, msg, code end
   local lease = box(Lease, { att = att, sem = s })
   local co = me()
   local mine = s.held[co]
@@ -528,11 +525,7 @@ function Semaphore:acquire(timeout)
 end
 
 local function lease_fields(self, fname)
-  local l = unbox(self)
-  if not l or getmetatable(self) ~= Lease then
-    argerror(1, fname, "zklock lease expected, got " .. type(self))
-  end
-  return l
+  return checked(self, Lease, fname, "lease")
 end
 
 --- Give the lease back.  @return true, or nil, msg, code
@@ -542,13 +535,7 @@ function Lease:release()
     argerror(1, "release", "lease of " .. l.sem.path .. " already released")
   end
   l.released = true
-  local held = l.att:held()
-  l.att:release()
-  local client = l.sem.client
-  if closed(client) then return nil, "client is closed", "closed" end
-  await(client, l.att, grace(client))
-  if not held then return nil, "lock lost", "lock_lost" end
-  return true
+  return give_back(l.sem.client, l.att)
 end
 
 function Lease:is_held()
@@ -662,11 +649,7 @@ function client_methods:multilock(locks)
 end
 
 local function multi_fields(self, fname)
-  local m = unbox(self)
-  if not m or getmetatable(self) ~= MultiLock then
-    argerror(1, fname, "zklock multilock expected, got " .. type(self))
-  end
-  return m
+  return checked(self, MultiLock, fname, "multilock")
 end
 
 function MultiLock:acquire(timeout)
@@ -766,11 +749,7 @@ function client_methods:barrier(path)
 end
 
 local function barrier_fields(self, fname)
-  local b = unbox(self)
-  if not b or getmetatable(self) ~= Barrier then
-    argerror(1, fname, "zklock barrier expected, got " .. type(self))
-  end
-  return b
+  return checked(self, Barrier, fname, "barrier")
 end
 
 --- Raise the barrier (a persistent node; parents as containers).
@@ -833,11 +812,7 @@ function client_methods:double_barrier(path, members)
 end
 
 local function db_fields(self, fname)
-  local d = unbox(self)
-  if not d or getmetatable(self) ~= DoubleBarrier then
-    argerror(1, fname, "zklock double barrier expected, got " .. type(self))
-  end
-  return d
+  return checked(self, DoubleBarrier, fname, "double barrier")
 end
 
 --- Enter; waits until `members` have entered.  @return true, or nil, msg,
