@@ -3,7 +3,8 @@
 --   lua5.4 examples/with_server.lua 'command using $ZK_HOSTS'
 local testing = require "zklock.testing"
 local srv = testing.server()
-local ok, how, code = os.execute(("ZK_HOSTS=%s %s"):format(
+-- exported first, so that `$ZK_HOSTS` in the command sees it
+local ok, how, code = os.execute(("export ZK_HOSTS=%s; %s"):format(
   srv.connect_string, arg[1]))
 srv:close()
 if ok ~= true and ok ~= 0 then os.exit(type(code) == "number" and code or 1) end

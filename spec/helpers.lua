@@ -217,6 +217,44 @@ function H.run(client, fns, timeout, tick)
   return cos
 end
 
+--- Watches the server holds, from the `wchc` four-letter word:
+-- { [session id "0x..."] = { path, ... } }.
+function H.watches_by_session(srv)
+  local out, cur = {}, nil
+  local text = srv:four_letter("wchc") or ""
+  for line in text:gmatch("[^\n]+") do
+    local sid = line:match("^(0x%x+)")
+    if sid then
+      cur = {}
+      out[sid] = cur
+    else
+      local p = line:match("^%s+(/%S*)")
+      if p and cur then cur[#cur + 1] = p end
+    end
+  end
+  return out
+end
+
+--- Intervals { {start, end}, ... }: the largest number that overlap at any
+-- instant (an interval ending when another starts does not overlap it).
+function H.max_overlap(intervals)
+  local ev = {}
+  for _, iv in ipairs(intervals) do
+    ev[#ev + 1] = { iv[1], 1 }
+    ev[#ev + 1] = { iv[2], -1 }
+  end
+  table.sort(ev, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2] -- ends before starts at the same instant
+  end)
+  local cur, max = 0, 0
+  for _, e in ipairs(ev) do
+    cur = cur + e[2]
+    if cur > max then max = cur end
+  end
+  return max
+end
+
 H.testing = testing
 H.zklock = zklock
 H.core = core

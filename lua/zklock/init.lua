@@ -378,10 +378,11 @@ function Lock:acquire(timeout)
       ignore = other.att:info()
     end
   end
+  local downgrade = ignore ~= nil
   local att
   att, msg, code = take(f, timeout, ignore)
   if not att then return nil, msg, code end
-  own = { att = att, count = 1, owner = co }
+  own = { att = att, count = 1, owner = co, downgrade = downgrade }
   f.owners[co] = own
   if f.revoke_fn then arm_revoke(f, own, self) end
   return self
@@ -404,7 +405,29 @@ function Lock:release()
   local reg = revocable[f.client]
   local node = own.att:info()
   if reg and node then reg[f.path .. "/" .. node] = nil end
-  return give_back(f.client, own.att)
+  local reader = f.kind == "write" and f.partner.owners[co]
+  if reader and reader.downgrade and not reader.keep then
+    -- downgraded: our read node sorts after any writer that queued between
+    -- it and our write node; such a writer would get the lock at once and
+    -- write while we read, so then the write node stays until we stop
+    -- reading (a writer that queues later waits for our read node anyway)
+    local names = self:participants()
+    local w, r = node and f.path .. "/" .. node, reader.att:info()
+    r = r and f.path .. "/" .. r
+    local between, seen = false, false
+    for _, n in ipairs(names or {}) do
+      if n == r then break end
+      if seen and n:find("__WRIT__", 1, true) then between = true end
+      if n == w then seen = true end
+    end
+    if between or not names then
+      reader.keep = own.att
+      return true
+    end
+  end
+  local ok, msg, code = give_back(f.client, own.att)
+  if own.keep then give_back(f.client, own.keep) end
+  return ok, msg, code
 end
 
 local function own_attempt(self, fname)
@@ -517,10 +540,11 @@ function Semaphore:acquire(timeout)
   local co = me()
   local mine = s.held[co]
   if not mine then
-    mine = setmetatable({}, WEAK_VALUES)
+    mine = setmetatable({ n = 0 }, WEAK_VALUES)
     s.held[co] = mine
   end
-  mine[#mine + 1] = lease
+  mine.n = mine.n + 1
+  mine[mine.n] = lease
   return lease
 end
 
@@ -570,7 +594,7 @@ end
 local function newest(s)
   local mine = s.held[me()]
   if not mine then return nil end
-  for i = #mine, 1, -1 do
+  for i = mine.n, 1, -1 do -- (collected leases leave holes: no #mine)
     local l = mine[i]
     if l and not unbox(l).released then return l, i end
   end
