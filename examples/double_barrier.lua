@@ -40,7 +40,7 @@ if role == "worker" then
 end
 
 -- HOSTS omitted or "-": $ZK_HOSTS from the environment (with_server.lua
--- sets it for the command, but only after the command line was expanded)
+-- exports it), so extra arguments can follow: `X.lua - nolock`
 if hosts == nil or hosts == "" or hosts == "-" then
   hosts = os.getenv("ZK_HOSTS")
 end

@@ -65,6 +65,14 @@ local function check_path(path, n, fname)
   return path
 end
 
+local function check_count(v, n, fname, what)
+  if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > 2 ^ 31 then
+    argerror(n, fname, what .. " must be a positive integer, got " ..
+      tostring(v))
+  end
+  return v
+end
+
 local function check_timeout(t, n, fname)
   if t == nil then return nil end
   if type(t) ~= "number" then
@@ -508,11 +516,7 @@ function client_methods:semaphore(path, max_leases)
     argerror(1, "semaphore", "zklock client expected")
   end
   check_path(path, 1, "semaphore")
-  if type(max_leases) ~= "number" or max_leases ~= floor(max_leases)
-      or max_leases < 1 or max_leases > 2 ^ 31 then
-    argerror(2, "semaphore", "max_leases must be a positive integer, got "
-      .. tostring(max_leases))
-  end
+  check_count(max_leases, 2, "semaphore", "max_leases")
   local lock = new_lock(self, path, "semaphore",
     { kind = "lease", markers = "lease", max_leases = max_leases,
       name = "zklock.semaphore" })
@@ -826,11 +830,7 @@ function client_methods:double_barrier(path, members)
     argerror(1, "double_barrier", "zklock client expected")
   end
   check_path(path, 1, "double_barrier")
-  if type(members) ~= "number" or members ~= floor(members) or members < 1
-      or members > 2 ^ 31 then
-    argerror(2, "double_barrier", "members must be a positive integer, got "
-      .. tostring(members))
-  end
+  check_count(members, 2, "double_barrier", "members")
   return box(DoubleBarrier, { client = self, path = path, members = members,
     ours = path .. "/" .. core.uuid() })
 end
@@ -905,9 +905,7 @@ end
 function M.revoke(zk, path, max_leases)
   if not core.is_client(zk) then argerror(1, "revoke", "zklock client expected") end
   check_path(path, 2, "revoke")
-  if max_leases ~= nil and (type(max_leases) ~= "number" or max_leases < 1) then
-    argerror(3, "revoke", "max_leases must be a positive integer")
-  end
+  if max_leases ~= nil then check_count(max_leases, 3, "revoke", "max_leases") end
   local c, msg, code = closed(zk)
   if c then return nil, msg, code end
   local holders = {}
