@@ -113,6 +113,20 @@ describe("bad input", function()
     assert.has_error(function() zk:semaphore(H.path(), 0) end,
       "bad argument #2 to 'semaphore' (max_leases must be a positive " ..
       "integer, got 0)")
+    -- two objects for one lock would wait for each other: refused
+    local same = H.path()
+    assert.has_error(function()
+      zk:multilock({ zk:mutex(same), zk:mutex(same) })
+    end)
+    -- a member that raises (upgrade refused) leaves nothing held
+    local rwm = zk:rwlock(H.path())
+    local first = zk:mutex("/a" .. same) -- sorts before the rwlock's path
+    assert(rwm.read:acquire(5))
+    local ml = zk:multilock({ first, rwm.write })
+    assert.has_error(function() ml:acquire(1) end)
+    assert.is_false(first:is_held())
+    assert.equal(0, #first:participants())
+    rwm.read:release()
     local sem = zk:semaphore(H.path(), 2)
     assert.has_error(function() sem:release() end)
     local lease = assert(sem:acquire(5))

@@ -55,6 +55,11 @@ describe("zklock.connect", function()
     assert.is_nil(ok)
     assert.equal("no_node", code)
     assert.matches("chroot", msg)
+    -- a top-level node too (no parent to create): an answer, not a loop
+    ok, msg, code = zk:barrier("/x"):set()
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot", msg)
     zk:close()
   end)
 

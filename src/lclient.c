@@ -260,9 +260,10 @@ static int lclient_op_result(lua_State *L) {
   return 1;
 }
 
+/* op:cancel() -> true when it stopped the op, false when it had finished */
 static int lclient_op_cancel(lua_State *L) {
-  zkl_op_cancel(lclient_checkop(L)->op);
-  return 0;
+  lua_pushboolean(L, zkl_op_cancel(lclient_checkop(L)->op));
+  return 1;
 }
 
 static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err) {

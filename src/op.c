@@ -133,7 +133,8 @@ static void op_parents(zkl_op *op, const char *target) {
     *s = '/';
   }
   free(p);
-  if (op->parents_left == 0 && !op->done && !op->redo) op_goto(op, S_MAIN);
+  if (op->parents_left == 0 && !op->done && !op->redo) /* a top-level node */
+    op_finish(op, ZNONODE, "(the chroot of the connect string must exist)");
 }
 
 static void op_string_cb(int rc, const char *value, const void *data) {
@@ -186,8 +187,9 @@ static void op_void_cb(int rc, const void *data) { /* deletes */
   if (zkl_is_cut(rc)) {
     op->redo = 1;
   } else if (op->stage == S_DELOURS) {
-    if (op->cancel) op_finish(op, ZOK, NULL); /* timed-out enter: gone */
-    else op_goto(op, S_MAIN);                 /* leave: look again */
+    if (rc != ZOK && rc != ZNONODE) op_finish(op, rc, op->ours); /* no auth */
+    else if (op->cancel) op_finish(op, ZOK, NULL); /* timed-out enter: gone */
+    else op_goto(op, S_MAIN);                      /* leave: look again */
   } else if (op->stage == S_RMREADY) {
     op_finish(op, ZOK, NULL);
   } else {
@@ -454,9 +456,11 @@ int zkl_op_poll(zkl_op *op, unsigned long *gen) {
   return done;
 }
 
-void zkl_op_cancel(zkl_op *op) {
+int zkl_op_cancel(zkl_op *op) {
+  int cancelled = 0;
   pthread_mutex_lock(&op->c->mu);
   if (!op->done && !op->cancel) {
+    cancelled = 1;
     op->cancel = 1;
     op_set_watch(op, NULL);
     if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(op->c, NULL))
@@ -465,6 +469,7 @@ void zkl_op_cancel(zkl_op *op) {
       op_finish(op, ZOK, NULL);
   }
   pthread_mutex_unlock(&op->c->mu);
+  return cancelled;
 }
 
 void zkl_op_drop(zkl_op *op) {

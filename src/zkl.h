@@ -173,7 +173,7 @@ zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
 zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
                   const char *ours, int members, zkl_error *err);
 int zkl_op_poll(zkl_op *op, unsigned long *gen);
-void zkl_op_cancel(zkl_op *op); /* stop waiting (a timed-out enter also
+int zkl_op_cancel(zkl_op *op); /* 1: stopped it (0: it had finished); stop waiting (a timed-out enter also
                                    deletes its member node) */
 void zkl_op_unref(zkl_op *op); /* with mu held */
 void zkl_op_drop(zkl_op *op);  /* the Lua box is gone */

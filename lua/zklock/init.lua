@@ -26,10 +26,13 @@ local WEAK_VALUES = { __mode = "v" }
 
 -- While a callback runs on behalf of a lock's owner, it acts as that owner
 -- (so `lock:release()` inside `on_revoke` releases the right hold).
-local acting
+-- Keyed by the coroutine running the callback: a callback that waits (and
+-- so yields to a scheduler) must not lend its owner to other coroutines.
+local acting = setmetatable({}, WEAK_KEYS)
 
 local function me()
-  return acting or co_running() or MAIN
+  local co = co_running() or MAIN
+  return acting[co] or co
 end
 
 -- ---------------------------------------------------------------------------
@@ -122,10 +125,11 @@ local function dispatch(client)
   for _, ev in ipairs(evs) do
     local r = reg and reg[ev[2]]
     if ev[1] == "revoke" and r then
-      local saved = acting
-      acting = r.owner
+      local co = co_running() or MAIN
+      local saved = acting[co]
+      acting[co] = r.owner
       local ok, err = xpcall(r.fn, debug.traceback, r.lock)
-      acting = saved
+      acting[co] = saved
       n = n + 1
       if not ok then report("on_revoke", err) end
     end
@@ -419,7 +423,7 @@ function Lock:release()
     -- it and our write node; such a writer would get the lock at once and
     -- write while we read, so then the write node stays until we stop
     -- reading (a writer that queues later waits for our read node anyway)
-    local names = self:participants()
+    local names = self:participants(f.client:session_timeout())
     local w, r = node and f.path .. "/" .. node, reader.att:info()
     r = r and f.path .. "/" .. r
     local between, seen = false, false
@@ -663,11 +667,13 @@ function client_methods:multilock(locks)
     if not f then
       argerror(1, "multilock", ("element %d is not a zklock lock"):format(i))
     end
-    if seen[l] then
-      argerror(1, "multilock", ("element %d appears twice"):format(i))
+    local key = f.path .. "\0" .. RANK[f.kind]
+    if seen[key] then -- (two objects for one lock would wait for each other)
+      argerror(1, "multilock", ("element %d is the same lock as element %d")
+        :format(i, seen[key]))
     end
-    seen[l] = true
-    list[#list + 1] = { lock = l, key = f.path .. "\0" .. RANK[f.kind] }
+    seen[key] = i
+    list[#list + 1] = { lock = l, key = key }
   end
   table.sort(list, function(a, b) return a.key < b.key end)
   local sorted = {}
@@ -686,9 +692,10 @@ function MultiLock:acquire(timeout)
   local deadline = timeout and now() + timeout
   for i, l in ipairs(m.locks) do
     local left = deadline and math.max(0, deadline - now())
-    local ok, msg, code = l:acquire(left)
-    if not ok then
+    local fine, ok, msg, code = pcall(l.acquire, l, left)
+    if not (fine and ok) then -- all or nothing, also when it raised
       for j = i - 1, 1, -1 do m.locks[j]:release() end
+      if not fine then error(ok, 0) end
       return nil, msg, code
     end
   end
@@ -755,11 +762,11 @@ end
 local function run_op(client, op, msg, code, timeout)
   if not op then return nil, msg, code end
   local st = await(client, op, timeout and now() + timeout)
-  if st == "timeout" then
-    op:cancel()
-    await(client, op, grace(client))
+  if st == "timeout" and op:cancel() then
+    await(client, op, grace(client)) -- a cancelled enter removes its node
     return nil, "timeout", "timeout"
   end
+  -- (finished, possibly just as the deadline passed: its real result)
   return op:result()
 end
 
@@ -787,7 +794,9 @@ function Barrier:set()
   local c, msg, code = closed(b.client)
   if c then return nil, msg, code end
   local ok
-  ok, msg, code = run_op(b.client, b.client:_create(b.path, nil, "persistent"))
+  local op
+  op, msg, code = b.client:_create(b.path, nil, "persistent")
+  ok, msg, code = run_op(b.client, op, msg, code, b.client:session_timeout())
   if not ok then return nil, msg, code end
   return true
 end
@@ -798,7 +807,9 @@ function Barrier:remove()
   local c, msg, code = closed(b.client)
   if c then return nil, msg, code end
   local ok
-  ok, msg, code = run_op(b.client, b.client:_delete(b.path))
+  local op
+  op, msg, code = b.client:_delete(b.path)
+  ok, msg, code = run_op(b.client, op, msg, code, b.client:session_timeout())
   if not ok then return nil, msg, code end
   return true
 end
@@ -911,7 +922,9 @@ function M.revoke(zk, path, max_leases)
   local holders = {}
   local function list(markers)
     local names
-    names, msg, code = run_op(zk, zk:_children(path, markers))
+    local op
+    op, msg, code = zk:_children(path, markers)
+    names, msg, code = run_op(zk, op, msg, code, zk:session_timeout())
     return names
   end
   local rw = list("rw")
@@ -931,7 +944,9 @@ function M.revoke(zk, path, max_leases)
   end
   for _, n in ipairs(holders) do
     local ok
-    ok, msg, code = run_op(zk, zk:_set(path .. "/" .. n, "__REVOKE__"))
+    local op
+    op, msg, code = zk:_set(path .. "/" .. n, "__REVOKE__")
+    ok, msg, code = run_op(zk, op, msg, code, zk:session_timeout())
     if not ok and code ~= "no_node" then return nil, msg, code end
   end
   return #holders
