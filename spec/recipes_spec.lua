@@ -842,6 +842,21 @@ describe("zklock recipes", function()
       for i = 1, 4 do clients[i]:close() end
       assert.same({}, H.children(zk, path))
     end)
+
+    it("a member dropped while entered gives its node back on collection",
+       function()
+      local path = H.path("dbgc")
+      do
+        local db = zk:double_barrier(path, 1)
+        assert.is_true(db:enter(5))
+        assert.equal(1, members(zk, path))
+      end
+      collectgarbage()
+      collectgarbage()
+      H.wait_until(function() return members(zk, path) == 0 end, 10,
+        "the dropped member's node to go")
+      assert.is_true(zk:barrier(path .. "/ready"):remove())
+    end)
   end)
 
   -- -------------------------------------------------------------------------

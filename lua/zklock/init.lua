@@ -618,7 +618,10 @@ function Semaphore:release(lease)
         s.path)
     end
   end
-  return lease_fields(lease, "release") and lease:release()
+  if lease_fields(lease, "release").sem ~= s then
+    argerror(1, "release", "that lease belongs to another semaphore")
+  end
+  return lease:release()
 end
 
 --- True while the calling coroutine holds a lease.
@@ -844,6 +847,13 @@ function client_methods:double_barrier(path, members)
   check_count(members, 2, "double_barrier", "members")
   return box(DoubleBarrier, { client = self, path = path, members = members,
     ours = path .. "/" .. core.uuid() })
+end
+
+-- Dropped while entered: take our member node back (asynchronously), so
+-- the others' leave() does not wait for it until our session ends.
+function DoubleBarrier.__gc(self)
+  local d = unbox(self)
+  if d and d.entered then pcall(d.client._delete, d.client, d.ours) end
 end
 
 local function db_fields(self, fname)
