@@ -3,15 +3,12 @@
 -- writes "start end" then one acquire latency (seconds) per line.
 local zklock = require "zklock"
 local core = require "zklock.core"
+local W = dofile("spec/workers/common.lua")
 local hosts, path, cycles, gate, out = ...
 cycles = tonumber(cycles)
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local m = zk:mutex(path)
-local deadline = core.now() + 60
-while not io.open(gate) do
-  assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
-end
+W.wait_gate(gate) -- start together
 local lat = {}
 local t0 = core.now()
 for i = 1, cycles do

@@ -5,31 +5,22 @@
 -- interval "<start> <end>" it spent inside (monotonic, system-wide).
 local zklock = require "zklock"
 local core = require "zklock.core"
+local W = dofile("spec/workers/common.lua")
 
 local hosts, path, file, logfile, cycles, mode, gate = ...
 cycles = tonumber(cycles)
 
-local function spin(s) -- widen the read-write window without a syscall
-  local t = core.now() + s
-  while core.now() < t do end
-end
-
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local m = zk:mutex(path)
 local log = assert(io.open(logfile, "w"))
--- start together: wait (bounded) for the parent to open the gate
-local deadline = core.now() + 60
-while not io.open(gate) do
-  assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
-end
+W.wait_gate(gate) -- start together
 for _ = 1, cycles do
   if mode == "lock" then assert(m:acquire(60)) end
   local t0 = core.now()
   local fh = assert(io.open(file))
   local n = tonumber(fh:read("*a")) or 0
   fh:close()
-  spin(0.001)
+  W.spin(0.001)
   fh = assert(io.open(file, "w"))
   fh:write(tostring(n + 1))
   fh:close()

@@ -4,12 +4,13 @@
 -- "leave <t>", leaves, and logs "left <t>" (monotonic, system-wide).
 local zklock = require "zklock"
 local core = require "zklock.core"
+local W = dofile("spec/workers/common.lua")
 
 local hosts, path, members, logfile, gate, d_enter, d_leave = ...
 members, d_enter, d_leave = tonumber(members), tonumber(d_enter),
   tonumber(d_leave)
 
-local function spin(s) -- staggering only: nothing waits on it
+local function delay(s) -- staggering only: nothing waits on it
   local t = core.now() + s
   while core.now() < t do os.execute("sleep 0.01") end
 end
@@ -21,16 +22,12 @@ local function note(what)
   log:write(("%s %.6f\n"):format(what, core.now()))
   log:flush()
 end
-local deadline = core.now() + 60
-while not io.open(gate) do
-  assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
-end
-spin(d_enter)
+W.wait_gate(gate) -- start together
+delay(d_enter)
 note("arrive")
 assert(db:enter(30))
 note("entered")
-spin(d_leave)
+delay(d_leave)
 note("leave")
 assert(db:leave(30))
 note("left")

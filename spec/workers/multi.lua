@@ -6,29 +6,21 @@
 -- a short timeout, and logs "deadlock" and stops the first time it gives up.
 local zklock = require "zklock"
 local core = require "zklock.core"
+local W = dofile("spec/workers/common.lua")
 
 local hosts, pa, pb, order, logfile, iterations, gate, naive = ...
 iterations = tonumber(iterations)
-
-local function spin(s)
-  local t = core.now() + s
-  while core.now() < t do end
-end
 
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local a, b = zk:mutex(pa), zk:mutex(pb)
 local list = order == "AB" and { a, b } or { b, a }
 local ml = zk:multilock(list)
 local log = assert(io.open(logfile, "w"))
-local deadline = core.now() + 60
-while not io.open(gate) do
-  assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
-end
+W.wait_gate(gate) -- start together
 for _ = 1, iterations do
   if naive == "naive" then
     assert(list[1]:acquire(30))
-    spin(0.002)
+    W.spin(0.002)
     if list[2]:acquire(0.5) then
       list[2]:release()
     else
@@ -41,7 +33,7 @@ for _ = 1, iterations do
     assert(ml:acquire(30))
     local t0 = core.now()
     assert(a:is_held() and b:is_held(), "multilock holds only part")
-    spin(0.001)
+    W.spin(0.001)
     local t1 = core.now()
     assert(ml:release())
     log:write(("%.6f %.6f\n"):format(t0, t1))

@@ -4,34 +4,26 @@
 -- `hold` seconds (spinning), releases, and logs "<R|W> <start> <end>".
 local zklock = require "zklock"
 local core = require "zklock.core"
+local W = dofile("spec/workers/common.lua")
 
 local hosts, path, mode, logfile, cycles, gate, hold = ...
 cycles, hold = tonumber(cycles), tonumber(hold)
 assert(mode == "R" or mode == "W", "mode must be R or W")
 
-local function spin(s)
-  local t = core.now() + s
-  while core.now() < t do end
-end
-
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local rw = zk:rwlock(path)
 local lock = mode == "R" and rw.read or rw.write
 local log = assert(io.open(logfile, "w"))
-local deadline = core.now() + 60
-while not io.open(gate) do
-  assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
-end
+W.wait_gate(gate) -- start together
 for _ = 1, cycles do
   assert(lock:acquire(60))
   local t0 = core.now()
-  spin(hold)
+  W.spin(hold)
   local t1 = core.now()
   assert(lock:is_held(), "lock lost while held")
   assert(lock:release())
   log:write(("%s %.6f %.6f\n"):format(mode, t0, t1))
-  spin(hold / 2) -- let the others in between
+  W.spin(hold / 2) -- let the others in between
 end
 log:close()
 zk:close()
