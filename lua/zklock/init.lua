@@ -773,6 +773,21 @@ local function run_op(client, op, msg, code, timeout)
   return op:result()
 end
 
+-- Start `client:<method>(...)` (a C op) and wait for it, at most `timeout`.
+local function call_op(client, timeout, method, ...)
+  local c, msg, code = closed(client)
+  if c then return nil, msg, code end
+  local op
+  op, msg, code = client[method](client, ...)
+  return run_op(client, op, msg, code, timeout)
+end
+
+-- true, or nil, msg, code
+local function succeeded(ok, msg, code)
+  if ok then return true end
+  return nil, msg, code
+end
+
 local Barrier = { __name = "zklock.barrier" }
 Barrier.__index = Barrier
 
@@ -794,27 +809,15 @@ end
 -- @return true, or nil, msg, code
 function Barrier:set()
   local b = barrier_fields(self, "set")
-  local c, msg, code = closed(b.client)
-  if c then return nil, msg, code end
-  local ok
-  local op
-  op, msg, code = b.client:_create(b.path, nil, "persistent")
-  ok, msg, code = run_op(b.client, op, msg, code, b.client:session_timeout())
-  if not ok then return nil, msg, code end
-  return true
+  return succeeded(call_op(b.client, b.client:session_timeout(), "_create",
+    b.path, nil, "persistent"))
 end
 
 --- Take the barrier down.  @return true, or nil, msg, code
 function Barrier:remove()
   local b = barrier_fields(self, "remove")
-  local c, msg, code = closed(b.client)
-  if c then return nil, msg, code end
-  local ok
-  local op
-  op, msg, code = b.client:_delete(b.path)
-  ok, msg, code = run_op(b.client, op, msg, code, b.client:session_timeout())
-  if not ok then return nil, msg, code end
-  return true
+  return succeeded(call_op(b.client, b.client:session_timeout(), "_delete",
+    b.path))
 end
 
 --- Wait while the barrier stands, at most `timeout` seconds.
@@ -822,14 +825,7 @@ end
 function Barrier:wait(timeout)
   local b = barrier_fields(self, "wait")
   timeout = check_timeout(timeout, 1, "wait")
-  local c, msg, code = closed(b.client)
-  if c then return nil, msg, code end
-  local op
-  op, msg, code = b.client:_wait_gone(b.path)
-  local ok
-  ok, msg, code = run_op(b.client, op, msg, code, timeout)
-  if not ok then return nil, msg, code end
-  return true
+  return succeeded(call_op(b.client, timeout, "_wait_gone", b.path))
 end
 
 local DoubleBarrier = { __name = "zklock.double_barrier" }
@@ -846,7 +842,7 @@ function client_methods:double_barrier(path, members)
   check_path(path, 1, "double_barrier")
   check_count(members, 2, "double_barrier", "members")
   return box(DoubleBarrier, { client = self, path = path, members = members,
-    ours = path .. "/" .. core.uuid() })
+    ours = path .. "/" .. core.uuid(), entered = false })
 end
 
 -- Dropped while entered: take our member node back (asynchronously), so
@@ -860,38 +856,31 @@ local function db_fields(self, fname)
   return checked(self, DoubleBarrier, fname, "double barrier")
 end
 
+-- enter or leave: `entered` is the state it needs before, the opposite after
+local function db_step(self, fname, timeout, entered)
+  local d = db_fields(self, fname)
+  timeout = check_timeout(timeout, 1, fname)
+  if d.entered ~= entered then
+    argerror(1, fname, (entered and "not entered " or "already entered ")
+      .. d.path)
+  end
+  local ok, msg, code = call_op(d.client, timeout, "_db", fname, d.path,
+    d.ours, d.members)
+  if not ok then return nil, msg, code end
+  d.entered = not entered
+  return true
+end
+
 --- Enter; waits until `members` have entered.  @return true, or nil, msg,
 -- code ("timeout": our node is removed again)
 function DoubleBarrier:enter(timeout)
-  local d = db_fields(self, "enter")
-  timeout = check_timeout(timeout, 1, "enter")
-  local c, msg, code = closed(d.client)
-  if c then return nil, msg, code end
-  if d.entered then argerror(1, "enter", "already entered " .. d.path) end
-  local op
-  op, msg, code = d.client:_db("enter", d.path, d.ours, d.members)
-  local ok
-  ok, msg, code = run_op(d.client, op, msg, code, timeout)
-  if not ok then return nil, msg, code end
-  d.entered = true
-  return true
+  return db_step(self, "enter", timeout, false)
 end
 
 --- Leave; waits until every member has left.  @return true, or nil, msg,
 -- code
 function DoubleBarrier:leave(timeout)
-  local d = db_fields(self, "leave")
-  timeout = check_timeout(timeout, 1, "leave")
-  local c, msg, code = closed(d.client)
-  if c then return nil, msg, code end
-  if not d.entered then argerror(1, "leave", "not entered " .. d.path) end
-  local op
-  op, msg, code = d.client:_db("leave", d.path, d.ours, d.members)
-  local ok
-  ok, msg, code = run_op(d.client, op, msg, code, timeout)
-  if not ok then return nil, msg, code end
-  d.entered = false
-  return true
+  return db_step(self, "leave", timeout, true)
 end
 
 -- ---------------------------------------------------------------------------
@@ -932,9 +921,8 @@ function M.revoke(zk, path, max_leases)
   local holders = {}
   local function list(markers)
     local names
-    local op
-    op, msg, code = zk:_children(path, markers)
-    names, msg, code = run_op(zk, op, msg, code, zk:session_timeout())
+    names, msg, code = call_op(zk, zk:session_timeout(), "_children", path,
+      markers)
     return names
   end
   local rw = list("rw")
@@ -954,9 +942,8 @@ function M.revoke(zk, path, max_leases)
   end
   for _, n in ipairs(holders) do
     local ok
-    local op
-    op, msg, code = zk:_set(path .. "/" .. n, "__REVOKE__")
-    ok, msg, code = run_op(zk, op, msg, code, zk:session_timeout())
+    ok, msg, code = call_op(zk, zk:session_timeout(), "_set",
+      path .. "/" .. n, "__REVOKE__")
     if not ok and code ~= "no_node" then return nil, msg, code end
   end
   return #holders
