@@ -15,7 +15,8 @@ local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 
 --- Sleep without busy-waiting (used only inside bounded polling loops).
 function H.nap(s)
-  os.execute(("sleep %.3f"):format(s or 0.05))
+  core.sleep(s or 0.05) -- (not os.execute: a run spawns enough processes
+                        -- already for pids to wrap around)
 end
 
 --- Poll fn until it returns a truthy value; error after timeout seconds.
@@ -114,6 +115,22 @@ end
 local Proc = {}
 Proc.__index = Proc
 
+-- Start time (field 22 of /proc/PID/stat) of a live process, else nil:
+-- tells the wrapper we spawned from a later process that got its pid.
+local function started_at(pid)
+  local rest = (H.read("/proc/" .. pid .. "/stat") or ""):match(".*%) (.*)")
+  if not rest then return nil end
+  local f = {}
+  for w in rest:gmatch("%S+") do f[#f + 1] = w end
+  if f[1] == "Z" or f[1] == "X" then return nil end
+  return f[20]
+end
+
+local function new_proc(pid, done, out)
+  return setmetatable({ pid = pid, started = started_at(pid), done = done,
+    out = out }, Proc)
+end
+
 --- Start `H.lua script args...` in the background; its exit status lands
 -- in a file, so waiting never depends on who reaps it.
 function H.spawn(script, ...)
@@ -131,7 +148,7 @@ function H.spawn(script, ...)
     cmd:gsub('"', '\\"'))))
   local pid = tonumber(fh:read("*l"))
   fh:close()
-  return setmetatable({ pid = pid, done = done, out = out }, Proc)
+  return new_proc(pid, done, out)
 end
 
 --- Start any program in the background: `H.spawn_cmd(prog, args...)`,
@@ -153,7 +170,7 @@ function H.spawn_cmd(prog, ...)
     cmd)))
   local pid = tonumber(fh:read("*l"))
   fh:close()
-  return setmetatable({ pid = pid, done = done, out = out }, Proc)
+  return new_proc(pid, done, out)
 end
 
 --- Exit status once finished, else nil.
@@ -169,8 +186,10 @@ end
 
 function Proc:output() return H.read(self.out) or "" end
 
---- Signal the worker's interpreter (the child of the sh wrapper).
+--- Signal the worker's interpreter (the child of the sh wrapper), if the
+-- wrapper still runs: once it has exited its pid may belong to anyone.
 function Proc:kill(sig)
+  if not self.started or started_at(self.pid) ~= self.started then return end
   -- (LD_PRELOAD= : procps under make asan's preloaded libasan hangs)
   os.execute(("LD_PRELOAD= pkill -%s -P %d >/dev/null 2>&1"):format(sig or "KILL",
     self.pid))

@@ -28,13 +28,13 @@ while true do
   local fh = io.open(gate)
   if fh then fh:close() break end
   assert(core.now() < deadline, "gate never opened")
-  os.execute("sleep 0.01")
+  core.sleep(0.01)
 end
 local lines = {}
 for _ = 1, tonumber(cycles) do
   assert(l:acquire(60))
   local t0 = core.now()
-  os.execute(("sleep %.3f"):format(tonumber(holdms) / 1000))
+  core.sleep(tonumber(holdms) / 1000)
   local t1 = core.now()
   assert(l:release())
   lines[#lines + 1] = ("%s %.6f %.6f\n"):format(tag, t0, t1)

@@ -123,8 +123,14 @@ local function started(out)
   end
   finally(function()
     for _, s in ipairs(list) do
-      os.execute("kill -KILL " .. s.pid .. " 2>/dev/null; rm -rf '" .. s.dir
-                 .. "'")
+      -- only the JVM of that directory: its pid may be someone else's now
+      local f = io.open("/proc/" .. s.pid .. "/cmdline", "rb")
+      local cmd = f and f:read("*a") or ""
+      if f then f:close() end
+      if cmd:find(s.dir, 1, true) then
+        os.execute("kill -KILL " .. s.pid .. " 2>/dev/null")
+      end
+      os.execute("rm -rf '" .. s.dir .. "'")
     end
   end)
   return list

@@ -1,7 +1,9 @@
 /* Lua binding: the client userdata, one-shot ops, test helpers. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lbind.h"
@@ -477,6 +479,19 @@ static int lclient_now(lua_State *L) {
   return 1;
 }
 
+/* core.sleep(seconds): a blocking sleep without a child process (specs,
+ * workers, zklock.testing; never used by the recipes themselves). */
+static int lclient_sleep(lua_State *L) {
+  double s = luaL_checknumber(L, 1);
+  struct timespec ts;
+  if (!(s > 0)) return 0;
+  if (s > 86400) s = 86400;
+  ts.tv_sec = (time_t)s;
+  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  return 0;
+}
+
 static int lclient_set_log_level(lua_State *L) {
   static const char *const levels[] = { "none", "error", "warn", "info",
                                         "debug", NULL };
@@ -526,6 +541,7 @@ void zkl_open_client(lua_State *L) {
     { "four_letter", lclient_four_letter },
     { "sort_names", lclient_sort_names },
     { "now", lclient_now },
+    { "sleep", lclient_sleep },
     { "pid", lclient_pid },
     { "addr", lclient_addr },
     { "is_client", lclient_is_client },

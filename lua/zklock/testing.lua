@@ -68,7 +68,7 @@ local function poll(timeout, check)
   repeat
     local v = check()
     if v then return v end
-    run("sleep 0.1")
+    core.sleep(0.1)
   until core.now() > deadline
 end
 

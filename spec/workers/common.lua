@@ -12,7 +12,7 @@ function W.wait_gate(gate, timeout)
     local fh = io.open(gate)
     if fh then fh:close(); return end
     assert(core.now() < deadline, "gate never opened")
-    os.execute("sleep 0.01")
+    core.sleep(0.01)
   end
 end
 

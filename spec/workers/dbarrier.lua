@@ -12,7 +12,7 @@ members, d_enter, d_leave = tonumber(members), tonumber(d_enter),
 
 local function delay(s) -- staggering only: nothing waits on it
   local t = core.now() + s
-  while core.now() < t do os.execute("sleep 0.01") end
+  while core.now() < t do core.sleep(0.01) end
 end
 
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))

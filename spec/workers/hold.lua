@@ -10,4 +10,4 @@ local fh = assert(io.open(ready, "w"))
 fh:write(m:node())
 fh:close()
 local deadline = core.now() + 120
-while core.now() < deadline do os.execute("sleep 0.2") end
+while core.now() < deadline do core.sleep(0.2) end
