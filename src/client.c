@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,11 +121,93 @@ void zkl_req_done(zkl_req *r) {
 void zkl_client_changed(zkl_client *c) {
   c->gen++;
   pthread_cond_broadcast(&c->cv);
-  if (c->wake_fd >= 0) {
-    uint64_t one = 1;
-    ssize_t n = write(c->wake_fd, &one, sizeof one);
-    (void)n; /* a full eventfd already wakes its reader */
+  if (c->wake_fd >= 0 && !c->wake_pending) {
+    char one = 1;
+    ssize_t n;
+    c->wake_since = zkl_now();
+    n = write(c->wake_fd, &one, 1);
+    (void)n; /* EAGAIN: unread bytes wake the reader anyway */
+    c->wake_pending = 1;
   }
+}
+
+#define ZKL_READY_MAX 65536
+
+void zkl_client_touch(zkl_client *c, unsigned wake_id) {
+  if (!wake_id || c->wake_fd < 0 || c->ready_all) return;
+  if (c->n_ready == c->cap_ready) {
+    int cap = c->cap_ready ? 2 * c->cap_ready : 64;
+    unsigned *p = cap <= ZKL_READY_MAX
+                    ? realloc(c->ready, (size_t)cap * sizeof *p) : NULL;
+    if (!p) { c->ready_all = 1; return; }
+    c->ready = p;
+    c->cap_ready = cap;
+  }
+  c->ready[c->n_ready++] = wake_id;
+}
+
+const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err) {
+  char dir[] = "/tmp/zklock-wake.XXXXXX";
+  struct sockaddr_un sa;
+  int fd;
+  if (c->wake_fd >= 0 || c->wake_listen > 0) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "the wake-up socket is already set up");
+    return NULL;
+  }
+  if (!mkdtemp(dir)) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "mkdtemp: %s", strerror(errno));
+    return NULL;
+  }
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s", dir);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(fd, 1) != 0 || !(c->wake_path = strdup(sa.sun_path))) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "wake-up socket %s: %s", sa.sun_path,
+               strerror(errno));
+    if (fd >= 0) close(fd);
+    unlink(sa.sun_path);
+    rmdir(dir);
+    return NULL;
+  }
+  c->wake_listen = fd + 1; /* 0: none */
+  return c->wake_path;
+}
+
+static void client_wake_unlisten(zkl_client *c) {
+  if (c->wake_listen > 0) close(c->wake_listen - 1);
+  c->wake_listen = 0;
+  if (c->wake_path) {
+    char *slash = strrchr(c->wake_path, '/');
+    unlink(c->wake_path);
+    if (slash) { *slash = 0; rmdir(c->wake_path); }
+    free(c->wake_path);
+    c->wake_path = NULL;
+  }
+}
+
+int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
+  int fd;
+  if (c->wake_listen <= 0) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "no wake-up socket is listening");
+    return 0;
+  }
+  fd = accept4(c->wake_listen - 1, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "accept on the wake-up socket: %s",
+               strerror(errno));
+    client_wake_unlisten(c);
+    return 0;
+  }
+  client_wake_unlisten(c);
+  pthread_mutex_lock(&c->mu);
+  c->wake_fd = fd;
+  c->wake_pending = 0;
+  c->ready_all = 1; /* whatever happened before: everyone looks again */
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+  return 1;
 }
 
 int zkl_client_usable(zkl_client *c, zkl_error *err) {
@@ -174,6 +258,7 @@ static void client_watcher(zhandle_t *zh, int type, int state,
   zkl_op *op, *onext;
   pthread_mutex_lock(&c->mu);
   if (type == ZOO_SESSION_EVENT) {
+    c->ready_all = 1; /* every waiter sees the session's news */
     if (state == ZOO_CONNECTED_STATE) {
       const clientid_t *id = zoo_client_id(zh);
       c->session_id = id ? id->client_id : 0;
@@ -298,6 +383,7 @@ void zkl_client_close(zkl_client *c) {
     for (l = c->locks; l; l = ln) { ln = l->next; zkl_lock_on_closed(l); }
     for (op = c->ops; op; op = on) { on = op->next; zkl_op_on_expired(op); }
   }
+  c->ready_all = 1;
   zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
 }
@@ -311,6 +397,8 @@ void zkl_client_unref(zkl_client *c) {
   zkl_client_close(c);
   client_free_events(c);
   if (c->wake_fd >= 0) close(c->wake_fd);
+  client_wake_unlisten(c);
+  free(c->ready);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -223,15 +223,16 @@ static int lclient_op_poll(lua_State *L) {
   return 2;
 }
 
-/* op:result() -> names (listing) | true, created/deleted | nil, msg, code
+/* op:result() -> names (listing) | data, version (get)
+ *   | true, created/deleted | nil, msg, code
  * (the names are taken out under the mutex and pushed after it: pushing
  * may run a __gc that takes the same mutex) */
 static int lclient_op_result(lua_State *L) {
   lclient_opbox *b = lclient_checkop(L);
   zkl_op *op = b->op;
   zkl_error e;
-  char **names = NULL;
-  int i, n = 0, done, kind = op->kind, result;
+  char **names = NULL, *data = NULL;
+  int i, n = 0, done, kind = op->kind, result, datalen = 0;
   pthread_mutex_lock(&op->c->mu);
   done = op->done;
   e = op->err;
@@ -242,10 +243,22 @@ static int lclient_op_result(lua_State *L) {
     op->names = NULL;
     op->n = 0;
   }
+  if (done && e.code == ZKL_OK && kind == ZKL_OP_GET) {
+    data = op->data; /* likewise taken out */
+    datalen = op->datalen;
+    op->data = NULL;
+    op->datalen = 0;
+  }
   pthread_mutex_unlock(&op->c->mu);
   if (!done || e.code != ZKL_OK) {
     if (!done) zkl_seterr(&e, ZKL_ETIMEOUT, "not done");
     return zkl_pusherr(L, &e);
+  }
+  if (kind == ZKL_OP_GET) {
+    lua_pushlstring(L, data ? data : "", (size_t)datalen);
+    free(data);
+    lua_pushinteger(L, result);
+    return 2;
   }
   if (kind != ZKL_OP_CHILDREN) {
     lua_pushboolean(L, 1);
@@ -259,6 +272,19 @@ static int lclient_op_result(lua_State *L) {
   }
   for (i = 0; i < n; i++) free(names[i]);
   free(names);
+  return 1;
+}
+
+/* op:_wake(id) -> gen: see attempt:_wake */
+static int lclient_op_wake(lua_State *L) {
+  zkl_op *op = lclient_checkop(L)->op;
+  unsigned id = (unsigned)luaL_checkinteger(L, 2);
+  unsigned long gen;
+  pthread_mutex_lock(&op->c->mu);
+  op->wake_id = id;
+  gen = op->c->gen;
+  pthread_mutex_unlock(&op->c->mu);
+  lua_pushnumber(L, (lua_Number)gen);
   return 1;
 }
 
@@ -304,6 +330,12 @@ static int lclient_set(lua_State *L) {
   const char *data = luaL_checklstring(L, 3, &len);
   zkl_error err;
   return lclient_pushop(L, zkl_op_set(c, path, data, (int)len, &err), &err);
+}
+
+static int lclient_get(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_get(c, luaL_checkstring(L, 2), &err), &err);
 }
 
 static int lclient_wait_gone(lua_State *L) {
@@ -438,6 +470,74 @@ static int lclient_add_auth(lua_State *L) {
   return 1;
 }
 
+/* client:_wake_listen() -> path | nil, msg, code */
+static int lclient_wake_listen(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  const char *path = zkl_client_wake_listen(c, &err);
+  if (!path) return zkl_pusherr(L, &err);
+  lua_pushstring(L, path);
+  return 1;
+}
+
+/* client:_wake_accept() -> true | nil, msg, code */
+static int lclient_wake_accept(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  if (!zkl_client_wake_accept(c, &err)) return zkl_pusherr(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* client:_ready() -> { wake ids }, all, since: takes what changed since
+ * the last call and lets the next change write to the wake-up socket
+ * again; `since` is when the first of those changes happened (monotonic),
+ * or nil.  The list is taken out under the mutex and pushed after it. */
+static int lclient_ready(lua_State *L) {
+  zkl_client_box *b = (zkl_client_box *)luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+  zkl_client *c = b->c;
+  unsigned *ids;
+  int i, n, all, pending;
+  double since;
+  if (!c) { lua_newtable(L); lua_pushboolean(L, 1); return 2; }
+  pthread_mutex_lock(&c->mu);
+  pending = c->wake_pending;
+  since = c->wake_since;
+  ids = c->ready;
+  n = c->n_ready;
+  all = c->ready_all;
+  c->ready = NULL;
+  c->n_ready = c->cap_ready = 0;
+  c->ready_all = 0;
+  c->wake_pending = 0;
+  pthread_mutex_unlock(&c->mu);
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushinteger(L, (lua_Integer)ids[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(ids);
+  lua_pushboolean(L, all);
+  if (pending) lua_pushnumber(L, since); else lua_pushnil(L);
+  return 3;
+}
+
+/* core.costatus(co): the plain status of a coroutine ("running",
+ * "suspended", "normal", "dead"), whatever a host did to
+ * coroutine.status (OpenResty answers "dead" for another request's). */
+static int lclient_costatus(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  lua_Debug ar;
+  luaL_argcheck(L, co != NULL, 1, "coroutine expected");
+  if (co == L) lua_pushliteral(L, "running");
+  else if (lua_status(co) == LUA_YIELD) lua_pushliteral(L, "suspended");
+  else if (lua_status(co) != 0) lua_pushliteral(L, "dead");
+  else if (lua_getstack(co, 0, &ar) > 0) lua_pushliteral(L, "normal");
+  else if (lua_gettop(co) == 0) lua_pushliteral(L, "dead");
+  else lua_pushliteral(L, "suspended"); /* not started yet */
+  return 1;
+}
+
 static int lclient_pid(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)getpid());
   return 1;
@@ -514,9 +614,13 @@ void zkl_open_client(lua_State *L) {
     { "_create", lclient_create },
     { "_delete", lclient_delete },
     { "_set", lclient_set },
+    { "_get", lclient_get },
     { "_wait_gone", lclient_wait_gone },
     { "_db", lclient_db },
     { "_events", lclient_events },
+    { "_wake_listen", lclient_wake_listen },
+    { "_wake_accept", lclient_wake_accept },
+    { "_ready", lclient_ready },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
@@ -529,6 +633,7 @@ void zkl_open_client(lua_State *L) {
     { "poll", lclient_op_poll },
     { "result", lclient_op_result },
     { "cancel", lclient_op_cancel },
+    { "_wake", lclient_op_wake },
     { NULL, NULL }
   };
   static const luaL_Reg op_meta[] = {
@@ -542,6 +647,7 @@ void zkl_open_client(lua_State *L) {
     { "sort_names", lclient_sort_names },
     { "now", lclient_now },
     { "sleep", lclient_sleep },
+    { "costatus", lclient_costatus },
     { "pid", lclient_pid },
     { "addr", lclient_addr },
     { "is_client", lclient_is_client },

@@ -97,6 +97,21 @@ static int llock_revocable(lua_State *L) {
   return 0;
 }
 
+/* attempt:_wake(id) -> gen: from now on a change of this attempt queues
+ * `id` on the client's ready list (OpenResty waiter); the client's change
+ * counter read at the same moment tells whether anything moved before. */
+static int llock_wake(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  unsigned id = (unsigned)luaL_checkinteger(L, 2);
+  unsigned long gen;
+  pthread_mutex_lock(&l->c->mu);
+  l->wake_id = id;
+  gen = l->c->gen;
+  pthread_mutex_unlock(&l->c->mu);
+  lua_pushnumber(L, (lua_Number)gen);
+  return 1;
+}
+
 static int llock_gc(lua_State *L) {
   llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   if (b->l) {
@@ -165,6 +180,7 @@ void zkl_open_lock(lua_State *L) {
     { "held", llock_held },
     { "info", llock_info },
     { "revocable", llock_revocable },
+    { "_wake", llock_wake },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {

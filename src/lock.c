@@ -132,6 +132,7 @@ static void lock_finish(zkl_lock *l, int rc, const char *what) {
       zkl_seterr_rc(&l->err, rc, what);
   }
   lock_set_watch(l, NULL); /* only now: `what` may be l->watch */
+  zkl_client_touch(l->c, l->wake_id);
   zkl_client_changed(l->c);
   if (l->selfref) { /* nothing left to finish: let go (callers hold a ref
                        of their own, or touch l no more) */
@@ -180,6 +181,7 @@ static zkl_lock *lock_enter(const void *data, zkl_req **rp) {
 
 static void lock_leave(zkl_req *r) {
   zkl_client *c = r->c;
+  zkl_client_touch(c, r->l->wake_id);
   zkl_req_done(r);
   zkl_client_changed(c); /* whatever moved, waiters look again */
   pthread_mutex_unlock(&c->mu);
@@ -333,6 +335,7 @@ static void lock_revoke_cb(int rc, const char *v, int vlen,
       l->revoke_armed = 0; /* gone or cut: re-armed on reconnect */
     }
   }
+  zkl_client_touch(r->c, r->l->wake_id);
   zkl_req_done(r);
   zkl_client_changed(r->c);
   pthread_mutex_unlock(&r->c->mu);

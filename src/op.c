@@ -42,6 +42,7 @@ static void op_finish(zkl_op *op, int rc, const char *what) {
   if (rc == ZOK) op->err.code = ZKL_OK;
   else if (zkl_client_usable(op->c, &op->err)) zkl_seterr_rc(&op->err, rc, what);
   op_set_watch(op, NULL); /* only now: `what` may be op->watch */
+  zkl_client_touch(op->c, op->wake_id);
   zkl_client_changed(op->c);
 }
 
@@ -75,6 +76,7 @@ static zkl_op *op_enter(const void *data, zkl_req **rp) {
 
 static void op_leave(zkl_req *r) {
   zkl_client *c = r->c;
+  zkl_client_touch(c, r->op->wake_id);
   zkl_req_done(r);
   zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
@@ -176,6 +178,31 @@ static void op_set_cb(int rc, const struct Stat *st, const void *data) {
   if (op) {
     if (zkl_is_cut(rc)) op->redo = 1;
     else op_finish(op, rc, op->path);
+  }
+  op_leave(r);
+}
+
+static void op_data_cb(int rc, const char *value, int value_len,
+                       const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, &r);
+  if (op) {
+    if (zkl_is_cut(rc)) {
+      op->redo = 1;
+    } else if (rc == ZOK) {
+      free(op->data);
+      op->data = NULL;
+      op->datalen = value_len > 0 ? value_len : 0;
+      op->result = st ? st->version : 0;
+      if (op->datalen && !(op->data = malloc((size_t)op->datalen)))
+        op_finish(op, ZSYSTEMERROR, "out of memory");
+      else {
+        if (op->datalen) memcpy(op->data, value, (size_t)op->datalen);
+        op_finish(op, ZOK, NULL);
+      }
+    } else {
+      op_finish(op, rc, op->path);
+    }
   }
   op_leave(r);
 }
@@ -308,6 +335,8 @@ static void op_step(zkl_op *op) {
     case ZKL_OP_SET:
       rc = zoo_aset(zh, op->path, op->data, op->datalen, -1, op_set_cb,
                     r); break;
+    case ZKL_OP_GET:
+      rc = zoo_aget(zh, op->path, 0, op_data_cb, r); break;
     case ZKL_OP_WAIT_GONE:
       op_set_watch(op, strdup(op->path));
       rc = zoo_aexists(zh, op->path, 1, op_stat_cb, r); break;
@@ -430,6 +459,11 @@ zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
   if (!op) return NULL;
   if (!op_setdata(op, data, datalen)) { free(op->path); free(op); return NULL; }
   return op_start(op, err);
+}
+
+zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_GET, path, err);
+  return op ? op_start(op, err) : NULL;
 }
 
 zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err) {

@@ -93,7 +93,17 @@ typedef struct zkl_client {
   struct zkl_event *ev_head, *ev_tail; /* callbacks Lua owes the user */
   int n_events;
   unsigned long n_watch_events, n_requests;
-  int wake_fd;            /* eventfd written on every change, or -1 */
+  /* OpenResty: the event loop waits on a unix socket instead of cv.
+   * wake_fd is our end: one byte is written when something changed and
+   * the last byte has not been taken (wake_pending).  Objects with a wake
+   * id queue it on `ready` when they may have changed, so only their own
+   * waiters are woken; ready_all: wake every waiter (session events,
+   * or the list overflowed). */
+  int wake_fd, wake_listen, wake_pending, ready_all;
+  char *wake_path;        /* the listening socket's path until accepted */
+  double wake_since;      /* monotonic time of the first untaken change */
+  unsigned *ready;
+  int n_ready, cap_ready;
 } zkl_client;
 
 /* Something Lua must call back about (revocation asked), queued on a
@@ -117,6 +127,11 @@ int zkl_client_forked(const zkl_client *c);
 unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
                               double timeout);
 void zkl_client_changed(zkl_client *c); /* with mu held */
+void zkl_client_touch(zkl_client *c, unsigned wake_id); /* with mu held */
+/* The wake socket (Lua thread): listen on a fresh path (returned, owned
+ * by c); accept the one connection made to it.  0 with err on failure. */
+const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err);
+int zkl_client_wake_accept(zkl_client *c, zkl_error *err);
 /* 1 while the session is usable for requests; else sets err. */
 int zkl_client_usable(zkl_client *c, zkl_error *err); /* with mu held */
 
@@ -137,16 +152,18 @@ void zkl_req_done(zkl_req *r); /* with mu held; drops the owner's ref */
 
 /* ---- op.c: one-shot operations Lua polls for --------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
-       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE };
+       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET };
 typedef struct zkl_op {
   struct zkl_op *prev, *next; /* client's list */
   zkl_client *c;
   int refs;       /* the Lua box + outstanding requests */
   int kind;
   int done;       /* 1: finished (err.code says how) */
-  int result;     /* CREATE: 1 created, 0 existed; DELETE: 1 deleted */
+  int result;     /* CREATE: 1 created, 0 existed; DELETE: 1 deleted;
+                     GET: the data's version (data in data/datalen) */
   int epoch, stage, redo, cancel;
   int members;    /* double barrier */
+  unsigned wake_id; /* OpenResty waiter's token, or 0 */
   int parents_left, parents_rc;
   zkl_error err;
   const char *const *markers;
@@ -168,6 +185,7 @@ zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err);
 zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
                    int datalen, zkl_error *err);
 zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
+zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
 /* enter: create `ours` (ephemeral), then wait for <path>/ready, creating it
  * once `members` member nodes exist; leave: the recipe's leave loop. */
 zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
@@ -214,6 +232,7 @@ typedef struct zkl_lock {
   int revocable;   /* watch our node's data for "__REVOKE__" */
   int revoke_armed;/* that get-with-watch is in place */
   int selfref;     /* given up with work left: keeps itself alive */
+  unsigned wake_id;/* OpenResty waiter's token, or 0 */
   int64_t czxid;
   int64_t session; /* session that created our node */
   zkl_error err;

@@ -94,9 +94,16 @@ local function block(client, gen, timeout)
 end
 local waiter = block
 
+-- Integration points for zklock.ngx: `held(lock, co)` after a coroutine
+-- takes a hold; `dispatcher`: callbacks are run by someone else (a timer),
+-- not inside waits.
+local hooks = {}
+M._hooks = hooks
+
 --- Replace how zklock sleeps while it waits (for cooperative schedulers).
--- `fn(client, gen, timeout)` must return once `client:_poll()` reports a
--- generation other than `gen`, or after `timeout` seconds (nil: no limit).
+-- `fn(client, gen, timeout, obj)` must return once `client:_poll()`
+-- reports a generation other than `gen`, or after `timeout` seconds (nil:
+-- no limit).  `obj` is what is awaited (it has `poll()`), when known.
 -- It may yield.  `zklock.set_waiter(nil)` restores the blocking wait.
 function M.set_waiter(fn)
   if fn ~= nil and type(fn) ~= "function" then
@@ -116,9 +123,10 @@ local function report(what, err)
     tostring(err)))
 end
 
--- Run the callbacks `client` has queued; returns how many ran.
-local function dispatch(client)
-  local evs = client:_events()
+-- Run the callbacks `client` has queued (or those of `evs`, taken from it
+-- already); returns how many ran.
+local function dispatch(client, evs)
+  evs = evs or client:_events()
   if not evs then return 0 end
   local n = 0
   local reg = revocable[client]
@@ -145,7 +153,7 @@ end
 local function await(client, obj, deadline, slack)
   local queued = false
   while true do
-    dispatch(client)
+    if not hooks.dispatcher then dispatch(client) end
     local st, gen, msg, code = obj:poll()
     if st == "waiting" then queued = true
     elseif st ~= "pending" then return st, msg, code end
@@ -155,15 +163,81 @@ local function await(client, obj, deadline, slack)
       if not queued and slack then left = left + slack end
       if left <= 0 then return "timeout" end
     end
-    waiter(client, gen, left)
+    waiter(client, gen, left, obj)
   end
 end
 M._await = await
+M._dispatch = dispatch
+
+-- Release every level of `co`'s hold of `lock` on its behalf (zklock.ngx:
+-- the request that took it has ended).  Returns whether it held it.
+function M._release_owner(lock, co)
+  local f = unbox(lock)
+  if not (f and f.owners and f.owners[co]) then return false end
+  local cur = co_running() or MAIN
+  local saved = acting[cur]
+  acting[cur] = co
+  local ok, err = pcall(function()
+    while f.owners[co] do lock:release() end
+  end)
+  acting[cur] = saved
+  if not ok then report("release on behalf of an ended coroutine", err) end
+  return true
+end
+
+-- Does `co` hold `lock`?
+function M._holds(lock, co)
+  local f = unbox(lock)
+  return f ~= nil and f.owners ~= nil and f.owners[co] ~= nil
+end
+
+-- The client of a lock object, or nil.
+function M._client_of(lock)
+  local f = unbox(lock)
+  return f and f.client
+end
 
 -- ---------------------------------------------------------------------------
 -- client
 
 local ACLS = { open = 0, creator = 1, read = 2 }
+
+-- Checks the arguments and opens the session without waiting for it.
+-- @return client, connect_timeout | nil, msg, code
+local function open(hosts, opts, fname)
+  if type(hosts) ~= "string" or hosts == "" then
+    argerror(1, fname, "connect string expected, got " .. type(hosts))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    argerror(2, fname, "table expected, got " .. type(opts))
+  end
+  opts = opts or {}
+  local st = opts.session_timeout or 10
+  if type(st) ~= "number" or not (st > 0 and st < 1e6) then
+    argerror(2, fname, "session_timeout must be a positive number")
+  end
+  local ct = opts.connect_timeout or 10
+  if type(ct) ~= "number" or not (ct >= 0) then
+    argerror(2, fname, "connect_timeout must be a number >= 0")
+  end
+  local acl = ACLS[opts.acl or "open"]
+  if not acl then
+    argerror(2, fname, "acl must be 'open', 'creator' or 'read'")
+  end
+  local auth = opts.auth
+  if auth ~= nil and (type(auth) ~= "table" or type(auth[1]) ~= "string"
+      or type(auth[2]) ~= "string") then
+    argerror(2, fname, "auth must be { scheme, credential }")
+  end
+  local c, msg, code = core.connect(hosts, floor(st * 1000), acl)
+  if not c then return nil, msg, code end
+  if auth then
+    local ok, amsg, acode = c:_add_auth(auth[1], auth[2])
+    if not ok then c:close(); return nil, amsg, acode end
+  end
+  return c, ct
+end
+M._open = open
 
 --- Open a session.
 -- @string hosts connect string, "127.0.0.1:2181,127.0.0.1:2182/chroot"
@@ -172,36 +246,8 @@ local ACLS = { open = 0, creator = 1, read = 2 }
 --  `auth` ({scheme, credential})
 -- @return client, or nil, message, code
 function M.connect(hosts, opts)
-  if type(hosts) ~= "string" or hosts == "" then
-    argerror(1, "connect", "connect string expected, got " .. type(hosts))
-  end
-  if opts ~= nil and type(opts) ~= "table" then
-    argerror(2, "connect", "table expected, got " .. type(opts))
-  end
-  opts = opts or {}
-  local st = opts.session_timeout or 10
-  if type(st) ~= "number" or not (st > 0 and st < 1e6) then
-    argerror(2, "connect", "session_timeout must be a positive number")
-  end
-  local ct = opts.connect_timeout or 10
-  if type(ct) ~= "number" or not (ct >= 0) then
-    argerror(2, "connect", "connect_timeout must be a number >= 0")
-  end
-  local acl = ACLS[opts.acl or "open"]
-  if not acl then
-    argerror(2, "connect", "acl must be 'open', 'creator' or 'read'")
-  end
-  local auth = opts.auth
-  if auth ~= nil and (type(auth) ~= "table" or type(auth[1]) ~= "string"
-      or type(auth[2]) ~= "string") then
-    argerror(2, "connect", "auth must be { scheme, credential }")
-  end
-  local c, msg, code = core.connect(hosts, floor(st * 1000), acl)
-  if not c then return nil, msg, code end
-  if auth then
-    local ok, amsg, acode = c:_add_auth(auth[1], auth[2])
-    if not ok then c:close(); return nil, amsg, acode end
-  end
+  local c, ct, code = open(hosts, opts, "connect")
+  if not c then return nil, ct, code end
   local state = await(c, {
     poll = function()
       local s, gen = c:_poll()
@@ -279,7 +325,7 @@ function client_methods:mutex(path)
 end
 
 -- Make a hold revocable: C watches the node's data for "__REVOKE__".
-arm_revoke = function(f, own, lock)
+arm_revoke = function(f, own, lock, owner)
   local node = own.att:info()
   if not node then return end
   local reg = revocable[f.client]
@@ -288,7 +334,7 @@ arm_revoke = function(f, own, lock)
     revocable[f.client] = reg
   end
   reg[f.path .. "/" .. node] = setmetatable(
-    { lock = lock, fn = f.revoke_fn, owner = own.owner }, WEAK_VALUES)
+    { lock = lock, fn = f.revoke_fn, owner = owner }, WEAK_VALUES)
   own.att:revocable()
 end
 
@@ -302,7 +348,7 @@ function Lock:on_revoke(fn)
     argerror(1, "on_revoke", "function expected, got " .. type(fn))
   end
   f.revoke_fn = fn
-  for _, own in pairs(f.owners) do arm_revoke(f, own, self) end
+  for co, own in pairs(f.owners) do arm_revoke(f, own, self, co) end
   return self
 end
 
@@ -394,9 +440,12 @@ function Lock:acquire(timeout)
   local att
   att, msg, code = take(f, timeout, ignore)
   if not att then return nil, msg, code end
-  own = { att = att, count = 1, owner = co, downgrade = downgrade }
+  -- (nothing in `own` may refer to co: LuaJIT's weak keys are not
+  -- ephemerons, and a hold of a coroutine that is gone must be collectable)
+  own = { att = att, count = 1, downgrade = downgrade }
   f.owners[co] = own
-  if f.revoke_fn then arm_revoke(f, own, self) end
+  if f.revoke_fn then arm_revoke(f, own, self, co) end
+  if hooks.held then hooks.held(self, co) end
   return self
 end
 
@@ -786,6 +835,47 @@ end
 local function succeeded(ok, msg, code)
   if ok then return true end
   return nil, msg, code
+end
+
+-- ---------------------------------------------------------------------------
+-- plain data: what a lock usually guards (a counter, a config)
+
+local function check_client(self, fname)
+  if not core.is_client(self) then
+    argerror(1, fname, "zklock client expected")
+  end
+end
+
+--- The data of node `path`.  @param timeout seconds (default: the session
+-- timeout).  @return data, version; or nil, msg, code ("no_node", ...)
+function client_methods:get(path, timeout)
+  check_client(self, "get")
+  check_path(path, 1, "get")
+  timeout = check_timeout(timeout, 2, "get")
+  return call_op(self, timeout or self:session_timeout(), "_get", path)
+end
+
+--- Set the data of node `path`, creating it (and its parents, as
+-- persistent nodes) when missing.  @return true, or nil, msg, code
+function client_methods:set(path, data, timeout)
+  check_client(self, "set")
+  check_path(path, 1, "set")
+  if type(data) ~= "string" then
+    argerror(2, "set", "string expected, got " .. type(data))
+  end
+  timeout = check_timeout(timeout, 3, "set")
+  local deadline = now() + (timeout or self:session_timeout())
+  while true do
+    local ok, msg, code = call_op(self, deadline - now(), "_set", path, data)
+    if ok or code ~= "no_node" then return succeeded(ok, msg, code) end
+    local created
+    ok, created, code = call_op(self, deadline - now(), "_create", path,
+      data, "persistent")
+    if not ok then return nil, created, code end
+    if created then return true end
+    -- it existed after all (someone else made it): set it again
+    if now() >= deadline then return nil, "timeout", "timeout" end
+  end
 end
 
 local Barrier = { __name = "zklock.barrier" }

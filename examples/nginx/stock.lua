@@ -1,0 +1,81 @@
+--- The stock counter as a web service (examples/nginx/nginx.conf).
+-- The stock lives in a ZooKeeper node, so every worker of every nginx
+-- instance sees the same one; a zklock mutex guards each buy's
+-- read-modify-write.  `/buy_unlocked` does the same without the lock, to
+-- show what the lock prevents.
+local zklock = require "zklock"
+local zngx = require "zklock.ngx"
+
+local M = {}
+
+local LOCK = "/zklock-example/stock-lock"
+local STOCK = "/zklock-example/stock"
+local ACQUIRE_TIMEOUT = 30
+
+local zk, lock
+
+--- init_worker_by_lua: this worker's session, and its lock object (shared
+-- by all requests of the worker: each request is its own owner).
+function M.init_worker()
+  zk = assert(zngx.connect(assert(os.getenv("ZK_HOSTS"),
+    "ZK_HOSTS is not set"), { session_timeout = 10 }))
+  lock = zk:mutex(LOCK)
+end
+
+function M.client() return zk end
+function M.lock() return lock end
+M.LOCK, M.STOCK = LOCK, STOCK
+
+local function fail(status, msg)
+  ngx.status = status
+  ngx.say(msg)
+  return ngx.exit(status)
+end
+
+-- Take one from the stock: true, what is left; or false when sold out.
+local function take_one()
+  local data, err, code = zk:get(STOCK)
+  if not data then
+    if code == "no_node" then return false, 0 end
+    error("reading the stock: " .. tostring(err))
+  end
+  local n = tonumber(data) or 0
+  if n <= 0 then return false, 0 end
+  assert(zk:set(STOCK, tostring(n - 1)))
+  return true, n - 1
+end
+
+--- GET /buy: one item, under the lock.
+function M.buy()
+  local ok, left, code = zklock.with_lock(lock, ACQUIRE_TIMEOUT, take_one)
+  if ok == nil then return fail(503, "no lock: " .. tostring(left) .. " " ..
+    tostring(code)) end
+  if not ok then return fail(409, "sold out") end
+  ngx.say("bought, ", left, " left")
+end
+
+--- GET /buy_unlocked: the same read-modify-write, without the lock.
+function M.buy_unlocked()
+  local ok, left = take_one()
+  if not ok then return fail(409, "sold out") end
+  ngx.say("bought, ", left, " left")
+end
+
+--- GET /stock
+function M.stock()
+  local data, err, code = zk:get(STOCK)
+  if not data and code ~= "no_node" then
+    return fail(503, tostring(err))
+  end
+  ngx.say(tonumber(data) or 0)
+end
+
+--- GET /reset?n=30
+function M.reset()
+  local n = tonumber(ngx.var.arg_n) or 30
+  local ok, err = zk:set(STOCK, tostring(n))
+  if not ok then return fail(503, tostring(err)) end
+  ngx.say(n)
+end
+
+return M

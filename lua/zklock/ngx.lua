@@ -1,0 +1,357 @@
+--- zklock under OpenResty (nginx with the Lua module): waits that yield to
+-- nginx's event loop, callbacks from a per-worker timer, and locks that a
+-- finished request does not leave behind.
+--
+--     init_worker_by_lua_block {
+--       ZK = assert(require("zklock.ngx").connect("127.0.0.1:2181"))
+--     }
+--     content_by_lua_block {
+--       local m = ZK:mutex("/app/stock")
+--       local ok, msg = zklock.with_lock(m, 5, function() ... end)
+--     }
+--
+-- Loading this module makes every zklock wait in this worker yield: an
+-- acquire in a request handler suspends that request only, and the worker
+-- goes on serving others.  Each request (each Lua thread, in fact) is its
+-- own lock owner, so two requests exclude each other like two processes.
+--
+-- How a waiting request is woken: the C core writes a byte to a unix
+-- socket whenever something changed and queues the ids of the objects that
+-- changed; one timer per client reads that socket with a cosocket and
+-- wakes exactly the requests whose lock or operation moved (an
+-- ngx.semaphore each).  No polling.
+--
+-- What a request leaves behind when it ends: a hold whose owner coroutine
+-- has finished (normal end, error, a forgotten release) is released by the
+-- timer within `sweep_interval`; a waiting request that nginx finalized
+-- (client abort with lua_check_client_abort, ngx.exit from another light
+-- thread) has its queued node deleted; a hold of a request that nginx
+-- finalized while it was suspended (ngx.exit inside the lock) goes with
+-- that request's coroutine, which the timer collects (a full garbage
+-- collection, at most once per `gc_interval`, only while such a hold
+-- exists).
+-- @module zklock.ngx
+local zklock = require "zklock"
+local core = require "zklock.core"
+
+if type(ngx) ~= "table" or not ngx.timer then
+  error("zklock.ngx: load it inside nginx's Lua module (OpenResty)", 2)
+end
+
+local semaphore = require "ngx.semaphore"
+
+local M = {}
+
+local now, costatus = core.now, core.costatus
+local ngx_log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
+local min, huge = math.min, math.huge
+local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
+
+-- phases in which a Lua thread may yield (ngx.semaphore's wait works)
+local YIELDABLE = {
+  rewrite = true, access = true, content = true, timer = true,
+  ssl_cert = true, ssl_session_fetch = true, ssl_client_hello = true,
+}
+
+local LONG_WAIT = 60 -- a wait without deadline re-checks this often
+
+-- client -> worker state w:
+--   client, sock, live (wake socket read by the loop), tick, gc_interval,
+--   byid (id -> entry, weak values), entry_of (obj -> entry, weak keys),
+--   any (entry for waits without an object), next_id,
+--   held (co -> { lock = true }, weak keys), suspended_since (co -> t)
+-- An entry is { sema, ref = { obj } (weak), waiting, suspect }: nothing in
+-- it refers to the object strongly (LuaJIT's weak keys are no ephemerons).
+local workers = setmetatable({}, WEAK_KEYS)
+
+local function check_phase(what)
+  local phase = ngx.get_phase()
+  if not YIELDABLE[phase] then
+    error(("zklock: cannot %s in %s_by_lua* (nginx cannot yield there); " ..
+      "wait in rewrite/access/content handlers or an ngx.timer"):format(
+      what, phase), 3)
+  end
+end
+
+local function new_entry(w)
+  local id = w.next_id
+  w.next_id = id + 1
+  local e = { sema = assert(semaphore.new(0)), id = id,
+    ref = setmetatable({}, WEAK_VALUES) }
+  w.byid[id] = e
+  return e
+end
+
+-- since: when C saw the change that wakes e (for the latency figures)
+local function post(e, since)
+  local n = -e.sema:count()
+  if n > 0 then
+    e.waiting = false
+    e.suspect = nil
+    e.since = since
+    e.sema:post(n)
+  end
+end
+
+-- Wake-up latency samples: from the change in C to the waiter running.
+local SAMPLES = 10000
+local function record(w, dt)
+  local i = w.n_lat % SAMPLES + 1
+  w.lat[i] = dt
+  w.n_lat = w.n_lat + 1
+end
+
+-- The waiter zklock calls with everything it awaits (see zklock.set_waiter).
+local function wait(client, gen, timeout, obj)
+  check_phase("wait")
+  local w = workers[client]
+  if not w then
+    -- a client not opened with zklock.ngx.connect: no wake-up socket
+    ngx.sleep(min(timeout or 0.005, 0.005))
+    return
+  end
+  local e
+  if type(obj) == "userdata" then
+    e = w.entry_of[obj]
+    if not e then
+      e = new_entry(w)
+      e.ref[1] = obj
+      w.entry_of[obj] = e
+      -- from now on a change of obj queues e.id; anything before it shows
+      -- in the change counter
+      if obj:_wake(e.id) ~= gen then return end
+    end
+  else
+    e = w.any
+  end
+  local t = timeout or LONG_WAIT
+  if not w.live then t = min(t, 0.005) end -- the loop is not reading yet
+  e.waiting = true
+  local ok = e.sema:wait(t > 0 and t or 0.001)
+  e.waiting = false
+  if ok and e.since then
+    record(w, now() - e.since)
+    e.since = nil
+  end
+end
+
+-- ---------------------------------------------------------------------------
+-- the per-client timer
+
+-- Holds of finished coroutines are released, each in a timer of its own
+-- (a release waits for the server, and the loop must go on reading).
+local function release_later(lock, co)
+  local ok, err = ngx.timer.at(0, function()
+    zklock._release_owner(lock, co)
+  end)
+  if not ok then ngx_log(ERR, "zklock: cannot release for an ended request: ",
+    err) end
+end
+
+local function sweep(w)
+  local t = now()
+  local lingering = false
+  for co, locks in pairs(w.held) do
+    local st = costatus(co)
+    local any = false
+    for lock in pairs(locks) do
+      if not zklock._holds(lock, co) then
+        locks[lock] = nil
+      elseif st == "dead" then
+        locks[lock] = nil
+        release_later(lock, co)
+      else
+        any = true
+      end
+    end
+    if not any then
+      w.held[co] = nil
+      w.suspended_since[co] = nil
+    elseif st == "suspended" then
+      local since = w.suspended_since[co]
+      if not since then w.suspended_since[co] = t
+      elseif t - since >= w.gc_interval then lingering = true end
+    else
+      w.suspended_since[co] = nil
+    end
+  end
+  -- waits whose request nginx finalized: the semaphore dropped them
+  for _, e in pairs(w.byid) do
+    if e.waiting and e.sema:count() == 0 then
+      if e.suspect then -- seen twice, a tick apart: not a wake in flight
+        e.waiting, e.suspect = false, nil
+        local obj = e.ref[1]
+        if obj then
+          -- a lock attempt lets go of its node; an operation stops
+          pcall(obj.release or obj.cancel, obj)
+        end
+      else
+        e.suspect = true
+      end
+    else
+      e.suspect = nil
+    end
+  end
+  -- holds of requests ended while suspended go with their coroutine
+  if lingering and t - w.last_gc >= w.gc_interval then
+    w.last_gc = t
+    collectgarbage()
+  end
+end
+
+local function run_callbacks(premature, client, evs)
+  if premature then return end
+  zklock._dispatch(client, evs)
+end
+
+local function loop(premature, w)
+  local client = w.client
+  if not premature then
+    local path, err = client:_wake_listen()
+    local sock
+    if path then
+      sock = ngx.socket.tcp()
+      local ok
+      ok, err = sock:connect("unix:" .. path)
+      if ok then ok, err = client:_wake_accept() end
+      if not ok then path = nil end
+    end
+    if not path then
+      ngx_log(ERR, "zklock: no wake-up socket (", err, "); waits poll")
+    else
+      w.live, w.sock = true, sock
+      sock:settimeout(w.tick * 1000)
+    end
+    local next_sweep = now() + w.tick
+    while client:state() ~= "closed" and not ngx.worker.exiting() do
+      local data, rerr
+      if w.live then
+        data, rerr = sock:receiveany(4096)
+        if not data and rerr ~= "timeout" then
+          ngx_log(WARN, "zklock: wake-up socket: ", rerr)
+          w.live = false
+        end
+      else
+        ngx.sleep(w.tick)
+      end
+      local ids, all, since = client:_ready()
+      if all or not w.live then
+        for _, e in pairs(w.byid) do post(e, since) end
+      else
+        for _, id in ipairs(ids) do
+          local e = w.byid[id]
+          if e then post(e, since) end
+        end
+      end
+      post(w.any, since)
+      local evs = client:_events()
+      if evs then ngx.timer.at(0, run_callbacks, client, evs) end
+      if now() >= next_sweep then
+        sweep(w)
+        next_sweep = now() + w.tick
+      end
+    end
+  end
+  -- worker exiting (or the client closed): end the session, so that its
+  -- nodes go at once; waiters wake and see "closed"
+  w.live = false
+  if w.sock then w.sock:close() end
+  client:close()
+  for _, e in pairs(w.byid) do post(e) end
+  post(w.any)
+  workers[client] = nil
+end
+
+--- Open this worker's session, without waiting for it (the first wait
+-- does), and start its timer.  Call it in `init_worker_by_lua*`: a session
+-- opened in the master (`init_by_lua*`) is not usable in the workers.
+-- @param hosts connect string, as `zklock.connect`
+-- @param opts as `zklock.connect` (its `connect_timeout` is not used), and
+--  `sweep_interval` (s, 0.1): how often ended requests' holds are looked
+--  for; `gc_interval` (s, 1): the least time between the collections that
+--  free holds of requests nginx ended while they were suspended
+-- @return client, or nil, message, code
+function M.connect(hosts, opts)
+  if ngx.get_phase() == "init" then
+    error("zklock.ngx.connect: call it in init_worker_by_lua*, not " ..
+      "init_by_lua*: a session opened in the master cannot serve the " ..
+      "workers", 2)
+  end
+  local tick = opts and opts.sweep_interval or 0.1
+  local gci = opts and opts.gc_interval or 1
+  if type(tick) ~= "number" or not (tick > 0 and tick < huge) then
+    error("bad argument #2 to 'connect' (sweep_interval must be a " ..
+      "positive number)", 2)
+  end
+  if type(gci) ~= "number" or not (gci >= 0 and gci < huge) then
+    error("bad argument #2 to 'connect' (gc_interval must be a number >= 0)",
+      2)
+  end
+  local client, msg, code = zklock._open(hosts, opts, "connect")
+  if not client then return nil, msg, code end
+  local w = {
+    client = client, tick = tick, gc_interval = gci, last_gc = 0,
+    byid = setmetatable({}, WEAK_VALUES),
+    entry_of = setmetatable({}, WEAK_KEYS),
+    held = setmetatable({}, WEAK_KEYS),
+    suspended_since = setmetatable({}, WEAK_KEYS),
+    next_id = 1, lat = {}, n_lat = 0,
+  }
+  w.any = new_entry(w)
+  w.byid[w.any.id] = nil -- posted on every wake, kept by w
+  workers[client] = w
+  local ok, err = ngx.timer.at(0, loop, w)
+  if not ok then
+    workers[client] = nil
+    client:close()
+    return nil, "cannot start the zklock timer: " .. tostring(err), "closed"
+  end
+  return client
+end
+
+-- every hold a coroutine takes is watched for that coroutine's end
+zklock._hooks.held = function(lock, co)
+  local client = zklock._client_of(lock)
+  local w = client and workers[client]
+  if not w or type(co) ~= "thread" then return end
+  local locks = w.held[co]
+  if not locks then
+    locks = {}
+    w.held[co] = locks
+  end
+  locks[lock] = true
+end
+zklock._hooks.dispatcher = true
+zklock.set_waiter(wait)
+
+--- This worker's wait machinery, for tests and monitoring: `live` (the
+-- wake-up socket is read), `entries` (objects with a wake-up entry),
+-- `holds` (holds watched for their request's end), `wakeups` (waits ended
+-- by a wake-up) and `wake_p50`, `wake_p99`, `wake_max` (seconds from the
+-- change in the C core to the waiting request running again, over the
+-- last 10000 wake-ups).  `reset` = true starts the samples afresh.
+function M.stats(client, reset)
+  local w = workers[client]
+  if not w then return nil end
+  local entries, holds = 0, 0
+  for _ in pairs(w.byid) do entries = entries + 1 end
+  for _, locks in pairs(w.held) do
+    for _ in pairs(locks) do holds = holds + 1 end
+  end
+  local lat = {}
+  for i = 1, #w.lat do lat[i] = w.lat[i] end
+  table.sort(lat)
+  local function pct(p)
+    if #lat == 0 then return nil end
+    return lat[math.max(1, math.ceil(#lat * p))]
+  end
+  local s = { live = w.live == true, entries = entries, holds = holds,
+    wakeups = w.n_lat, wake_p50 = pct(0.5), wake_p99 = pct(0.99),
+    wake_max = lat[#lat] }
+  if reset then w.lat, w.n_lat = {}, 0 end
+  return s
+end
+
+return M

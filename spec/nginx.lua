@@ -1,0 +1,201 @@
+-- Real nginx instances for the OpenResty specs and the W4 benchmark:
+-- Debian's nginx-light with libnginx-mod-http-lua, each with its own prefix
+-- (made under $ZKLOCK_TEST_TMP, so spec/run.sh's clean-up finds it) and
+-- examples/nginx/nginx.conf filled in.  HTTP goes through curl.
+local core = require "zklock.core"
+
+local N = {}
+
+local ROOT = os.getenv("PWD")
+local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
+local NGINX = os.getenv("ZKLOCK_NGINX") or "/usr/sbin/nginx"
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  local s = f and f:read("*a")
+  if f then f:close() end
+  return s
+end
+
+local function spit(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function capture(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+local function alive(pid)
+  local s = pid and slurp("/proc/" .. pid .. "/stat")
+  local state = s and s:match(".*%) (%S)")
+  return state ~= nil and state ~= "Z" and state ~= "X"
+end
+
+local seq = 0
+local live = {}
+
+local Instance = {}
+Instance.__index = Instance
+
+--- Start an instance and wait until it answers /ping.
+-- opts: hosts (ZooKeeper connect string), workers (2), port (a free one),
+-- extra (server-level configuration text), http (http-level text),
+-- conf (template, default examples/nginx/nginx.conf)
+function N.start(opts)
+  seq = seq + 1
+  local prefix = ("%s/zklock-nginx-%d-%d"):format(TMP, core.pid(), seq)
+  local port = opts.port or core.free_port()
+  assert(sh(("mkdir -p '%s/conf/extra' '%s/logs'"):format(prefix, prefix)))
+  local conf = assert(slurp(opts.conf or (ROOT .. "/examples/nginx/nginx.conf")))
+  local user = capture("id -u"):match("^0%s") and "user root root;" or ""
+  local http = opts.http or ""
+  conf = conf:gsub("__ROOT__", ROOT):gsub("__PORT__", tostring(port))
+    :gsub("__WORKERS__", tostring(opts.workers or 2))
+    :gsub("__USER__", user)
+    :gsub("(\nhttp {\n)", "%1" .. http:gsub("%%", "%%%%") .. "\n")
+  spit(prefix .. "/conf/nginx.conf", conf)
+  spit(prefix .. "/conf/extra/spec.conf", opts.extra or "")
+  local self = setmetatable({ prefix = prefix, port = port,
+    base = ("http://127.0.0.1:%d"):format(port) }, Instance)
+  local out = capture(("ZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf 2>&1; " ..
+    "echo rc=$?"):format(opts.hosts, NGINX, prefix))
+  if not out:match("rc=0%s*$") then
+    sh(("rm -rf '%s'"):format(prefix))
+    error("nginx did not start:\n" .. out)
+  end
+  live[self] = true
+  local deadline = core.now() + 15
+  while true do
+    local st = self:get("/ping")
+    if st == 200 then break end
+    if core.now() > deadline then
+      local log = self:log()
+      self:stop()
+      error("nginx on port " .. port .. " never answered /ping:\n" .. log)
+    end
+    core.sleep(0.05)
+  end
+  return self
+end
+
+function Instance:url(path) return self.base .. path end
+
+--- The master's pid, or nil.
+function Instance:pid()
+  return tonumber(slurp(self.prefix .. "/logs/nginx.pid") or "")
+end
+
+--- Worker pids.
+function Instance:workers()
+  local pid = self:pid()
+  local out = {}
+  if not pid then return out end
+  for w in capture("ps -o pid= --ppid " .. pid):gmatch("%d+") do
+    out[#out + 1] = tonumber(w)
+  end
+  return out
+end
+
+--- The error log.
+function Instance:log() return slurp(self.prefix .. "/logs/error.log") or "" end
+
+--- Stop (fast shutdown: the master kills its workers), then remove the
+-- prefix.  Idempotent.
+function Instance:stop()
+  if not live[self] then return end
+  live[self] = nil
+  local pid = self:pid()
+  local workers = self:workers()
+  if pid and alive(pid) then
+    sh("kill -TERM " .. pid .. " 2>/dev/null")
+    local deadline = core.now() + 10
+    while alive(pid) and core.now() < deadline do core.sleep(0.02) end
+    if alive(pid) then sh("kill -KILL " .. pid .. " 2>/dev/null") end
+  end
+  for _, w in ipairs(workers) do
+    if alive(w) then sh("kill -KILL " .. w .. " 2>/dev/null") end
+  end
+  sh(("rm -rf '%s'"):format(self.prefix))
+end
+
+function N.stop_all()
+  for inst in pairs(live) do inst:stop() end
+end
+
+--- GET: status, body, seconds.  `max_time` bounds it (default 30 s).
+function Instance:get(path, max_time)
+  local out = capture(("curl -s -m %g -o - -w '\\n%%{http_code} " ..
+    "%%{time_total}' '%s' 2>/dev/null"):format(max_time or 30,
+    self:url(path)))
+  local body, st, t = out:match("^(.-)\n?(%d+) ([%d.]+)$")
+  return tonumber(st), body, tonumber(t)
+end
+
+-- A curl config listing `urls`, for -K.
+local function url_list(file, urls)
+  local lines = {}
+  for i, u in ipairs(urls) do
+    lines[i] = ('url = "%s"\noutput = "/dev/null"\n'):format(u)
+  end
+  spit(file, table.concat(lines))
+end
+
+local function curl_many(n, max_time, list)
+  return ("curl -s -Z --parallel-max %d --parallel-immediate -m %g " ..
+    "-w '%%{http_code}\\n' -K '%s' 2>/dev/null"):format(n, max_time, list)
+end
+
+-- status -> count, and the number of answers
+local function tally(out)
+  local count, n = {}, 0
+  for code in out:gmatch("%d+") do
+    code = tonumber(code)
+    count[code] = (count[code] or 0) + 1
+    n = n + 1
+  end
+  return count, n
+end
+
+--- Many GETs at once (curl --parallel, all in flight together).
+-- @return status -> how many, and how many answered in all (a request
+-- that got no answer counts as status 0)
+function N.parallel(urls, max_time)
+  local list = ("%s/zklock-urls-%d-%d"):format(TMP, core.pid(),
+    math.random(1e9))
+  url_list(list, urls)
+  local out = capture(curl_many(#urls, max_time or 60, list))
+  os.remove(list)
+  return tally(out)
+end
+
+--- `N.parallel(urls)` in the background: returns a function that waits
+-- for it (bounded) and then gives what N.parallel gives.
+function N.parallel_bg(urls, max_time)
+  local tag = ("%s/zklock-bg-%d-%d"):format(TMP, core.pid(), math.random(1e9))
+  url_list(tag .. ".urls", urls)
+  sh(("(%s >'%s.out'; echo done >'%s.done') >/dev/null 2>&1 &"):format(
+    curl_many(#urls, max_time or 60, tag .. ".urls"), tag, tag))
+  return function(timeout)
+    local deadline = core.now() + (timeout or (max_time or 60) + 10)
+    while not slurp(tag .. ".done") do
+      assert(core.now() < deadline, "background requests never finished")
+      core.sleep(0.05)
+    end
+    local out = slurp(tag .. ".out") or ""
+    os.remove(tag .. ".urls"); os.remove(tag .. ".out")
+    os.remove(tag .. ".done")
+    return tally(out)
+  end
+end
+
+return N
