@@ -15,7 +15,8 @@ HDRS = src/zkl.h src/lbind.h src/compat.h
 # Debian packages: what `make deps` installs when missing.
 DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
-       libcurator-recipes-java python3-kazoo default-jdk-headless
+       libcurator-recipes-java python3-kazoo default-jdk-headless \
+       nginx-light libnginx-mod-http-lua curl wrk
 
 .PHONY: all deps test demo bench memcheck asan clean
 

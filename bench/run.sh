@@ -15,3 +15,5 @@ else
   echo "bench: Curator peer not built (make deps installs it); its lines are left out"
 fi
 ZKLOCK_LUA=lua5.4 lua5.4 bench/run.lua
+# W4: nginx + wrk (examples/nginx)
+ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua

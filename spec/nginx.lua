@@ -109,18 +109,19 @@ end
 --- The error log.
 function Instance:log() return slurp(self.prefix .. "/logs/error.log") or "" end
 
---- Stop (fast shutdown: the master kills its workers), then remove the
--- prefix.  Idempotent.
+--- Stop: graceful shutdown (SIGQUIT: each worker's zklock timer ends its
+-- session, so its nodes go at once), then SIGTERM, then SIGKILL, each
+-- after a bounded wait; then remove the prefix.  Idempotent.
 function Instance:stop()
   if not live[self] then return end
   live[self] = nil
   local pid = self:pid()
   local workers = self:workers()
-  if pid and alive(pid) then
-    sh("kill -TERM " .. pid .. " 2>/dev/null")
+  for _, sig in ipairs { "QUIT", "TERM", "KILL" } do
+    if not (pid and alive(pid)) then break end
+    sh("kill -" .. sig .. " " .. pid .. " 2>/dev/null")
     local deadline = core.now() + 10
     while alive(pid) and core.now() < deadline do core.sleep(0.02) end
-    if alive(pid) then sh("kill -KILL " .. pid .. " 2>/dev/null") end
   end
   for _, w in ipairs(workers) do
     if alive(w) then sh("kill -KILL " .. w .. " 2>/dev/null") end
@@ -132,13 +133,13 @@ function N.stop_all()
   for inst in pairs(live) do inst:stop() end
 end
 
---- GET: status, body, seconds.  `max_time` bounds it (default 30 s).
+--- GET: status, body (without its last newline), seconds.  `max_time` bounds it (default 30 s).
 function Instance:get(path, max_time)
   local out = capture(("curl -s -m %g -o - -w '\\n%%{http_code} " ..
     "%%{time_total}' '%s' 2>/dev/null"):format(max_time or 30,
     self:url(path)))
   local body, st, t = out:match("^(.-)\n?(%d+) ([%d.]+)$")
-  return tonumber(st), body, tonumber(t)
+  return tonumber(st), body and body:gsub("\n$", ""), tonumber(t)
 end
 
 -- A curl config listing `urls`, for -K.

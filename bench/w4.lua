@@ -1,0 +1,132 @@
+-- make bench, W4 (../shared/BENCH.md): the nginx stock service of
+-- examples/nginx under wrk, 100 connections, against one fresh ZooKeeper.
+--   w4 ...           /buy on one instance with 2 workers: requests/s, p99,
+--                    and the oversell count (must be 0)
+--   w4.unlocked ...  /buy_unlocked, same load: the oversell the lock stops
+--   w4.handoff.*     one worker, /buy_timed: the gap from one holder's
+--                    release to the next holder's acquire returning, and
+--                    (wake) from the C core seeing the change to the
+--                    waiting request running; once with zklock.ngx's
+--                    wake-up socket, once with a 10 ms polling waiter, the
+--                    peer a plain yielding loop would give
+-- Run from the project root under LuaJIT or Lua 5.4 (it drives nginx and
+-- wrk from outside).
+package.path = "./?.lua;" .. package.path
+local zklock = require "zklock"
+local testing = require "zklock.testing"
+local N = require "spec.nginx"
+
+local SECS = tonumber(os.getenv("BENCH_W4_SECS")) or 10
+local CONNS = 100
+local STOCK = tonumber(os.getenv("BENCH_W4_STOCK")) or 1500
+
+local TIMED = [[
+location = /buy_timed {
+    content_by_lua_block {
+        local core = require "zklock.core"
+        local stock = require "stock"
+        local zk, lock = stock.client(), stock.lock()
+        assert(lock:acquire(60))
+        local t = core.now()
+        if LAST_RELEASE and t - LAST_RELEASE < 1 then
+            GAPS = GAPS or {}
+            GAPS[#GAPS + 1] = t - LAST_RELEASE
+        end
+        LAST_RELEASE = nil
+        local data = zk:get(stock.STOCK)
+        local n = tonumber(data) or 0
+        if n > 0 then zk:set(stock.STOCK, tostring(n - 1)) end
+        lock:release()
+        LAST_RELEASE = core.now()
+        if n <= 0 then ngx.status = 409 end
+        ngx.say(n > 0 and "bought" or "sold out")
+    }
+}
+location = /gaps {
+    content_by_lua_block {
+        local g = GAPS or {}
+        table.sort(g)
+        local function p(x) return g[math.max(1, math.ceil(#g * x))] or 0 end
+        local s = require("zklock.ngx").stats(require("stock").client(), true)
+        ngx.say(#g, " ", p(0.5), " ", p(0.99), " ", s.wakeups, " ",
+                s.wake_p50 or 0, " ", s.wake_p99 or 0)
+        GAPS = {}
+    }
+}
+]]
+
+-- the peer: zklock.ngx loaded, then its waiter replaced by 10 ms polling
+local POLLING = [[
+init_by_lua_block {
+    require "zklock.ngx"
+    require("zklock").set_waiter(function(_, _, timeout)
+        ngx.sleep(math.min(timeout or 0.01, 0.01))
+    end)
+}
+]]
+
+local function wrk(url)
+  local fh = assert(io.popen(("wrk -t 2 -c %d -d %ds --latency '%s' 2>&1")
+    :format(CONNS, SECS, url)))
+  local out = fh:read("*a")
+  fh:close()
+  local total = tonumber(out:match("(%d+) requests in"))
+  local rps = tonumber(out:match("Requests/sec:%s*([%d.]+)"))
+  local non2xx = tonumber(out:match("Non%-2xx or 3xx responses: (%d+)")) or 0
+  local function ms(tag)
+    local v, unit = out:match(tag .. "%s+([%d.]+)(%a+)")
+    v = tonumber(v)
+    if not v then return nil end
+    return unit == "us" and v / 1000 or unit == "s" and v * 1000 or v
+  end
+  if not (total and rps) then error("wrk said:\n" .. out) end
+  return { total = total, rps = rps, ok = total - non2xx, p50 = ms("50%%"),
+    p99 = ms("99%%") }
+end
+
+local srv = testing.server({ tick_time = 2000 })
+local ok, err = pcall(function()
+  local zk = assert(zklock.connect(srv.connect_string))
+  local function stock()
+    local d = assert(zk:get("/zklock-example/stock"))
+    return tonumber(d)
+  end
+  local function run(name, inst, path)
+    assert(inst:get("/reset?n=" .. STOCK) == 200)
+    local r = wrk(inst:url(path))
+    -- let requests wrk cut off at its end finish before reading the stock
+    local m = zk:mutex("/zklock-example/stock-lock")
+    assert(m:acquire(60)); m:release()
+    local left = stock()
+    local oversell = r.ok - (STOCK - left)
+    print(("%s conns=%d secs=%d requests=%d req_per_s=%.1f p50_ms=%.1f " ..
+      "p99_ms=%.1f sold=%d stock_taken=%d oversell=%d"):format(name, CONNS,
+      SECS, r.total, r.rps, r.p50 or -1, r.p99 or -1, r.ok, STOCK - left,
+      oversell))
+    return r
+  end
+
+  local a = N.start { hosts = srv.connect_string, workers = 2 }
+  run("w4.buy", a, "/buy")
+  run("w4.buy_unlocked", a, "/buy_unlocked")
+  a:stop()
+
+  for _, variant in ipairs { { "socket", "" }, { "poll10ms", POLLING } } do
+    local b = N.start { hosts = srv.connect_string, workers = 1,
+      extra = TIMED, http = variant[2] }
+    b:get("/gaps") -- reset
+    local r = run("w4.handoff." .. variant[1] .. ".buy_timed", b,
+      "/buy_timed")
+    local _, body = b:get("/gaps")
+    local n, g50, g99, wn, w50, w99 = body:match(
+      "(%d+) (%S+) (%S+) (%d+) (%S+) (%S+)")
+    print(("w4.handoff.%s gaps=%d gap_p50_ms=%.2f gap_p99_ms=%.2f " ..
+      "wakeups=%d wake_p50_ms=%.3f wake_p99_ms=%.3f req_per_s=%.1f"):format(
+      variant[1], n, g50 * 1e3, g99 * 1e3, wn, w50 * 1e3, w99 * 1e3, r.rps))
+    b:stop()
+  end
+  zk:close()
+end)
+N.stop_all()
+srv:close()
+if not ok then error(err, 0) end

@@ -1,0 +1,252 @@
+-- zklock under OpenResty: real nginx (nginx-light + libnginx-mod-http-lua)
+-- serving examples/nginx, against a real ZooKeeper, driven over HTTP by
+-- curl.  Runs once, under LuaJIT (nginx's own runtime is LuaJIT either way).
+local H = require "spec.helpers"
+local N = require "spec.nginx"
+local zklock = H.zklock
+
+local LOCK = "/zklock-example/stock-lock"
+
+-- Test-only locations, added to the example's server block.  Each takes
+-- the worker's shared lock object (examples/nginx/stock.lua).
+local EXTRA = [[
+location = /hold {
+    # hold the lock until the spec takes barrier /spec/release down
+    content_by_lua_block {
+        local stock = require "stock"
+        local zk, lock = stock.client(), stock.lock()
+        assert(lock:acquire(30))
+        ngx.say("held ", lock:token())
+        ngx.flush(true)
+        local b = zk:barrier("/spec/release")
+        b:wait(30)
+        lock:release()
+    }
+}
+location = /hold_error {
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(30))
+        error("boom while holding")
+    }
+}
+location = /hold_forget {
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(30))
+        ngx.say("held, and never released")
+    }
+}
+location = /hold_exit {
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(30))
+        ngx.status = 202
+        ngx.say("exiting while holding")
+        ngx.exit(202)
+    }
+}
+location = /wait {
+    lua_check_client_abort on;
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        local ok, msg = lock:acquire(60)
+        if ok then lock:release() end
+        ngx.say(tostring(ok), " ", tostring(msg))
+    }
+}
+location = /hold_revocable {
+    content_by_lua_block {
+        local stock = require "stock"
+        local zk, lock = stock.client(), stock.lock()
+        lock:on_revoke(function(l)
+            REVOKED_IN = ngx.get_phase()
+            l:release()
+        end)
+        assert(lock:acquire(30))
+        ngx.say("held")
+        ngx.flush(true)
+        zk:barrier("/spec/release"):wait(30)
+    }
+}
+location = /revoked_in { content_by_lua_block { ngx.say(tostring(REVOKED_IN)) } }
+location = /stats {
+    content_by_lua_block {
+        local s = require("zklock.ngx").stats(require("stock").client())
+        ngx.say(s.live, " ", s.entries, " ", s.holds)
+    }
+}
+location = /fork {
+    content_by_lua_block {
+        local ok, err = pcall(function()
+            return MASTER_ZK:mutex("/spec/fork"):acquire(1)
+        end)
+        ngx.say(tostring(ok), "\n", tostring(err), "\n", tostring(NGX_CONNECT_ERR))
+    }
+}
+]]
+
+-- http-level: a session opened in the master, used later by a worker
+local HTTP_INIT = [[
+init_by_lua_block {
+    MASTER_ZK = assert(require("zklock").connect(os.getenv("ZK_HOSTS")))
+    local ok, err = pcall(require("zklock.ngx").connect, os.getenv("ZK_HOSTS"))
+    NGX_CONNECT_ERR = err
+}
+]]
+
+-- nginx runs LuaJIT: the spec runs once, in the LuaJIT pass
+if not jit then return end
+
+describe("zklock under OpenResty (real nginx)", function()
+  local srv, zk
+
+  lazy_setup(function()
+    srv = H.testing.server()
+    zk = H.connect(srv, { session_timeout = 10 })
+  end)
+  lazy_teardown(function()
+    N.stop_all()
+    if zk then zk:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+  after_each(function() N.stop_all() end)
+
+  local function queued()
+    return #(assert(zk:mutex(LOCK):participants(5)))
+  end
+
+  local function start(opts)
+    opts.hosts = srv.connect_string
+    return N.start(opts)
+  end
+
+  local function urls(insts, path, n)
+    local list = {}
+    for i = 1, n do list[i] = insts[i % #insts + 1]:url(path) end
+    return list
+  end
+
+  it("200 concurrent buys over two instances x 2 workers sell exactly 30; " ..
+     "the unlocked endpoint oversells under the same load", function()
+    local a, b = start { workers = 2 }, start { workers = 2 }
+    assert.equal(200, (a:get("/reset?n=30")))
+    local st, n = N.parallel(urls({ a, b }, "/buy", 200))
+    assert.equal(200, n)
+    assert.equal(30, st[200])
+    assert.equal(170, st[409])
+    local _, left = a:get("/stock")
+    assert.equal("0", left)
+    assert.equal(0, queued())
+
+    -- the proof that the test can fail: no lock, same load
+    assert.equal(200, (b:get("/reset?n=30")))
+    st, n = N.parallel(urls({ a, b }, "/buy_unlocked", 200))
+    assert.equal(200, n)
+    _, left = a:get("/stock")
+    local sold = st[200] or 0
+    assert.is_true(sold > 30 or tonumber(left) ~= 30 - sold,
+      ("unlocked: %d sold, %s left: no oversell seen"):format(sold, left))
+  end)
+
+  it("a worker answers /ping promptly while 200 of its requests queue on " ..
+     "one lock", function()
+    local a = start { workers = 1, extra = EXTRA }
+    assert.equal(200, (a:get("/reset?n=30")))
+    local release = zk:barrier("/spec/release")
+    assert(release:set())
+    local holder = N.parallel_bg({ a:url("/hold") })
+    H.wait_until(function() return queued() == 1 end, 15, "the hold")
+    local buyers = N.parallel_bg(urls({ a }, "/buy", 200))
+    H.wait_until(function() return queued() == 201 end, 30,
+      "200 requests queued on the lock")
+    local worst = 0
+    for _ = 1, 10 do
+      local code, _, t = a:get("/ping")
+      assert.equal(200, code)
+      if t > worst then worst = t end
+    end
+    assert.is_true(worst < 0.2, ("/ping took %.3f s"):format(worst))
+    assert(release:remove())
+    local st = buyers()
+    assert.equal(30, st[200])
+    assert.equal(170, st[409])
+    assert.equal(1, holder()[200])
+    assert.equal(0, queued())
+  end)
+
+  for _, case in ipairs {
+    { "/hold_error", 500, "errors" },
+    { "/hold_forget", 200, "returns without releasing" },
+    { "/hold_exit", 202, "calls ngx.exit" },
+  } do
+    it("a handler that " .. case[3] .. " while holding does not leave the " ..
+       "lock held", function()
+      local a = start { workers = 1, extra = EXTRA }
+      local code = a:get(case[1])
+      assert.equal(case[2], code)
+      local m = zk:mutex(LOCK)
+      assert.equal(m, m:acquire(10))
+      m:release()
+      assert.equal(0, queued())
+    end)
+  end
+
+  it("a waiting request whose client went away leaves no node behind",
+    function()
+    local a = start { workers = 1, extra = EXTRA }
+    local m = zk:mutex(LOCK)
+    assert(m:acquire(5))
+    local waiter = N.parallel_bg({ a:url("/wait") }, 2) -- curl leaves at 2 s
+    H.wait_until(function() return queued() == 2 end, 10, "the request queued")
+    local st = waiter()
+    assert.equal(1, st[0]) -- no answer: the client went away
+    H.wait_until(function() return queued() == 1 end, 10,
+      "the abandoned waiter's node to go")
+    m:release()
+  end)
+
+  it("a worker shut down gracefully ends its session: the lock it held " ..
+     "is free at once, not after the session timeout", function()
+    local a = start { workers = 1, extra = EXTRA }
+    local release = zk:barrier("/spec/release")
+    assert(release:set())
+    local holder = N.parallel_bg({ a:url("/hold") }, 30)
+    H.wait_until(function() return queued() == 1 end, 15, "the hold")
+    local t0 = H.now()
+    a:stop() -- SIGQUIT
+    local m = zk:mutex(LOCK)
+    assert.equal(m, m:acquire(8)) -- the session timeout is 10 s
+    assert.is_true(H.now() - t0 < 8)
+    m:release()
+    holder()
+    assert(release:remove())
+  end)
+
+  it("runs revocation callbacks in a timer of the worker", function()
+    local a = start { workers = 1, extra = EXTRA }
+    local release = zk:barrier("/spec/release")
+    assert(release:set())
+    local holder = N.parallel_bg({ a:url("/hold_revocable") })
+    H.wait_until(function() return queued() == 1 end, 15, "the hold")
+    assert.equal(1, zklock.revoke(zk, LOCK))
+    local m = zk:mutex(LOCK)
+    assert.equal(m, m:acquire(10)) -- the callback released it
+    m:release()
+    local _, where = a:get("/revoked_in")
+    assert.equal("timer", where)
+    assert(release:remove())
+    assert.equal(1, holder()[200])
+  end)
+
+  it("a session opened in the master gives the documented error in a " ..
+     "worker; zklock.ngx.connect refuses the master", function()
+    local a = start { workers = 1, extra = EXTRA, http = HTTP_INIT }
+    local code, body = a:get("/fork")
+    assert.equal(200, code)
+    assert.matches("^false\n", body)
+    assert.matches("forked child", body)
+    assert.matches("init_worker_by_lua", body)
+    assert.matches("call it in init_worker_by_lua", body)
+  end)
+end)
