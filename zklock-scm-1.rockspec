@@ -27,6 +27,7 @@ build = {
   modules = {
     ["zklock"] = "lua/zklock/init.lua",
     ["zklock.testing"] = "lua/zklock/testing.lua",
+    ["zklock.ngx"] = "lua/zklock/ngx.lua",
     ["zklock.core"] = {
       sources = {
         "src/core.c", "src/lclient.c", "src/llock.c", "src/client.c",

@@ -17,3 +17,7 @@ lua5.4 examples/with_server.lua '
   echo "30 processes take order numbers under one mutex:" &&
   lua5.4 examples/order_numbers.lua $ZK_HOSTS 30 5'
 echo "ZooKeeper stopped and removed."
+echo
+echo "The stock counter as a web service: two nginx instances x 2 workers"
+echo "(examples/nginx), each request its own lock owner:"
+lua5.4 examples/nginx/demo.lua

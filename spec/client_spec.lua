@@ -63,6 +63,31 @@ describe("zklock.connect", function()
     zk:close()
   end)
 
+  it("get and set the data of a node; set creates it and its parents",
+    function()
+    local zk = H.connect(srv)
+    local path = H.path("data") .. "/deep/node"
+    local d, msg, code = zk:get(path)
+    assert.is_nil(d)
+    assert.equal("no_node", code)
+    assert.matches("no node", msg)
+    assert.is_true(zk:set(path, "30"))
+    local v
+    d, v = zk:get(path)
+    assert.equal("30", d)
+    assert.equal(0, v)
+    assert.is_true(zk:set(path, "a\0b"))
+    d, v = zk:get(path)
+    assert.equal("a\0b", d)
+    assert.equal(1, v)
+    assert.is_true(zk:set(path, ""))
+    assert.equal("", (zk:get(path)))
+    assert.has_error(function() zk:set(path, 5) end,
+      "bad argument #2 to 'set' (string expected, got number)")
+    assert.has_error(function() zk:get("x") end)
+    zk:close()
+  end)
+
   it("errors clearly when used in a forked child #fork", function()
     local zk = H.connect(srv)
     local m = zk:mutex(H.path())
