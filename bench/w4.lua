@@ -9,12 +9,15 @@
 --                    waiting request running; once with zklock.ngx's
 --                    wake-up socket, once with a 10 ms polling waiter, the
 --                    peer a plain yielding loop would give
+--   w4.queue         one worker, 2000 requests queued on one lock held by
+--                    another: /ping times meanwhile, then the drain
 -- Run from the project root under LuaJIT or Lua 5.4 (it drives nginx and
 -- wrk from outside).
 package.path = "./?.lua;" .. package.path
 local zklock = require "zklock"
 local testing = require "zklock.testing"
 local N = require "spec.nginx"
+local core = require "zklock.core"
 
 local SECS = tonumber(os.getenv("BENCH_W4_SECS")) or 10
 local CONNS = 100
@@ -51,6 +54,20 @@ location = /gaps {
         ngx.say(#g, " ", p(0.5), " ", p(0.99), " ", s.wakeups, " ",
                 s.wake_p50 or 0, " ", s.wake_p99 or 0)
         GAPS = {}
+    }
+}
+]]
+
+local HOLD = [[
+location = /hold {
+    content_by_lua_block {
+        local stock = require "stock"
+        local zk, lock = stock.client(), stock.lock()
+        assert(lock:acquire(30))
+        ngx.say("held")
+        ngx.flush(true)
+        zk:barrier("/bench/release"):wait(120)
+        lock:release()
     }
 }
 ]]
@@ -98,11 +115,13 @@ local ok, err = pcall(function()
     local m = zk:mutex("/zklock-example/stock-lock")
     assert(m:acquire(60)); m:release()
     local left = stock()
-    local oversell = r.ok - (STOCK - left)
+    -- oversell: answered "bought" beyond what the stock lost; the other
+    -- way round are buys wrk cut off at its end (done, never answered)
+    local taken = STOCK - left
     print(("%s conns=%d secs=%d requests=%d req_per_s=%.1f p50_ms=%.1f " ..
-      "p99_ms=%.1f sold=%d stock_taken=%d oversell=%d"):format(name, CONNS,
-      SECS, r.total, r.rps, r.p50 or -1, r.p99 or -1, r.ok, STOCK - left,
-      oversell))
+      "p99_ms=%.1f bought=%d stock_taken=%d oversell=%d cut_off=%d"):format(
+      name, CONNS, SECS, r.total, r.rps, r.p50 or -1, r.p99 or -1, r.ok,
+      taken, math.max(0, r.ok - taken), math.max(0, taken - r.ok)))
     return r
   end
 
@@ -125,6 +144,47 @@ local ok, err = pcall(function()
       variant[1], n, g50 * 1e3, g99 * 1e3, wn, w50 * 1e3, w99 * 1e3, r.rps))
     b:stop()
   end
+  -- thousands of requests queued on one lock, in one worker, on one
+  -- session, while /ping is timed
+  local QUEUE = tonumber(os.getenv("BENCH_W4_QUEUE")) or 2000
+  local c = N.start { hosts = srv.connect_string, workers = 1, extra = HOLD }
+  assert(c:get("/reset?n=30") == 200)
+  local release = zk:barrier("/bench/release")
+  assert(release:set())
+  local lock = zk:mutex("/zklock-example/stock-lock")
+  local function queued() return #assert(lock:participants(10)) end
+  local holder = N.parallel_bg({ c:url("/hold") }, 150)
+  local deadline = core.now() + 30
+  while queued() < 1 do
+    assert(core.now() < deadline, "the hold never came"); core.sleep(0.05)
+  end
+  local batches = {}
+  for i = 1, QUEUE, 250 do -- (curl runs at most 300 transfers at once)
+    local urls = {}
+    for j = i, math.min(QUEUE, i + 249) do urls[#urls + 1] = c:url("/buy") end
+    batches[#batches + 1] = N.parallel_bg(urls, 150)
+  end
+  deadline = core.now() + 90
+  while queued() < QUEUE + 1 do
+    assert(core.now() < deadline, "requests never all queued"); core.sleep(0.1)
+  end
+  local pings = {}
+  for i = 1, 20 do pings[i] = select(3, c:get("/ping")) end
+  table.sort(pings)
+  local t0 = core.now()
+  assert(release:remove())
+  local count = {}
+  for _, wait_batch in ipairs(batches) do
+    for code, k in pairs(wait_batch(150)) do count[code] = (count[code] or 0) + k end
+  end
+  local drained = core.now() - t0
+  holder(150)
+  local _, left = c:get("/stock")
+  print(("w4.queue waiters=%d one_worker=1 ping_p50_ms=%.1f ping_max_ms=%.1f " ..
+    "drained_s=%.1f bought=%d sold_out=%d stock_left=%s"):format(QUEUE,
+    pings[10] * 1e3, pings[20] * 1e3, drained, count[200] or 0,
+    count[409] or 0, left))
+  c:stop()
   zk:close()
 end)
 N.stop_all()
