@@ -34,7 +34,15 @@ location = /hold_forget {
     content_by_lua_block {
         local lock = require("stock").lock()
         assert(lock:acquire(30))
-        ngx.say("held, and never released")
+        ngx.say(lock:node())
+    }
+}
+location = /take_node {
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(10))
+        ngx.say(lock:node())
+        lock:release()
     }
 }
 location = /hold_exit {
@@ -191,6 +199,21 @@ describe("zklock under OpenResty (real nginx)", function()
       assert.equal(0, queued())
     end)
   end
+
+  it("a later request on the same Lua thread is another owner: it does " ..
+     "not inherit a hold its predecessor forgot", function()
+    -- (nginx reuses a finished request's Lua thread for the next one)
+    local a = start { workers = 1, extra = EXTRA }
+    local code, first = a:get("/hold_forget")
+    assert.equal(200, code)
+    assert.matches("/zklock%-example/stock%-lock/_c_", first)
+    local second
+    code, second = a:get("/take_node")
+    assert.equal(200, code)
+    assert.matches("/zklock%-example/stock%-lock/_c_", second)
+    assert.not_equal(first, second) -- a node of its own, not a re-entry
+    assert.equal(0, queued())
+  end)
 
   it("a waiting request whose client went away leaves no node behind",
     function()

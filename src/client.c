@@ -125,7 +125,7 @@ void zkl_client_changed(zkl_client *c) {
     char one = 1;
     ssize_t n;
     c->wake_since = zkl_now();
-    n = write(c->wake_fd, &one, 1);
+    n = send(c->wake_fd, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n; /* EAGAIN: unread bytes wake the reader anyway */
     c->wake_pending = 1;
   }

@@ -30,9 +30,21 @@ local WEAK_VALUES = { __mode = "v" }
 -- so yields to a scheduler) must not lend its owner to other coroutines.
 local acting = setmetatable({}, WEAK_KEYS)
 
+-- Integration points for zklock.ngx: `owner(co)`, the owner key of
+-- coroutine co (nginx reuses a request's Lua thread for later requests, so
+-- there the key is per request); `held(lock, owner)` after an owner takes
+-- a hold; `dispatcher`: callbacks are run by someone else (a timer), not
+-- inside waits.
+local hooks = {}
+M._hooks = hooks
+
 local function me()
   local co = co_running() or MAIN
-  return acting[co] or co
+  local a = acting[co]
+  if a then return a end
+  local owner = hooks.owner
+  if owner then return owner(co) end
+  return co
 end
 
 -- ---------------------------------------------------------------------------
@@ -93,12 +105,6 @@ local function block(client, gen, timeout)
   return client:_wait(gen, timeout)
 end
 local waiter = block
-
--- Integration points for zklock.ngx: `held(lock, co)` after a coroutine
--- takes a hold; `dispatcher`: callbacks are run by someone else (a timer),
--- not inside waits.
-local hooks = {}
-M._hooks = hooks
 
 --- Replace how zklock sleeps while it waits (for cooperative schedulers).
 -- `fn(client, gen, timeout, obj)` must return once `client:_poll()`

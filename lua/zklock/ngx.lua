@@ -21,15 +21,16 @@
 -- wakes exactly the requests whose lock or operation moved (an
 -- ngx.semaphore each).  No polling.
 --
--- What a request leaves behind when it ends: a hold whose owner coroutine
--- has finished (normal end, error, a forgotten release) is released by the
--- timer within `sweep_interval`; a waiting request that nginx finalized
--- (client abort with lua_check_client_abort, ngx.exit from another light
--- thread) has its queued node deleted; a hold of a request that nginx
--- finalized while it was suspended (ngx.exit inside the lock) goes with
--- that request's coroutine, which the timer collects (a full garbage
--- collection, at most once per `gc_interval`, only while such a hold
--- exists).
+-- Owners: nginx reuses a finished request's Lua thread for later
+-- requests, so the owner of a hold is a token per request and thread (kept
+-- in ngx.ctx), not the thread itself.
+--
+-- What a request leaves behind when it ends: a timer runs every
+-- `sweep_interval`; a hold whose request has ended (it returned, raised,
+-- forgot to release, or was ended by ngx.exit: its thread is then idle or
+-- serving another request) is released; a waiting request that nginx
+-- finalized (client abort with lua_check_client_abort, ngx.exit from
+-- another light thread) has its queued node deleted.
 -- @module zklock.ngx
 local zklock = require "zklock"
 local core = require "zklock.core"
@@ -58,10 +59,10 @@ local YIELDABLE = {
 local LONG_WAIT = 60 -- a wait without deadline re-checks this often
 
 -- client -> worker state w:
---   client, sock, live (wake socket read by the loop), tick, gc_interval,
+--   client, sock, live (wake socket read by the loop), done, evs,
 --   byid (id -> entry, weak values), entry_of (obj -> entry, weak keys),
 --   any (entry for waits without an object), next_id,
---   held (co -> { lock = true }, weak keys), suspended_since (co -> t)
+--   held (owner -> { lock = true }, weak keys)
 -- An entry is { sema, ref = { obj } (weak), waiting, suspect }: nothing in
 -- it refers to the object strongly (LuaJIT's weak keys are no ephemerons).
 local workers = setmetatable({}, WEAK_KEYS)
@@ -75,9 +76,12 @@ local function check_phase(what)
   end
 end
 
+local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
+
 local function new_entry(w)
   local id = w.next_id
-  w.next_id = id + 1
+  while w.byid[id] do id = id % MAX_ID + 1 end -- (after a wrap-around)
+  w.next_id = id % MAX_ID + 1
   local e = { sema = assert(semaphore.new(0)), id = id,
     ref = setmetatable({}, WEAK_VALUES) }
   w.byid[id] = e
@@ -138,44 +142,94 @@ local function wait(client, gen, timeout, obj)
 end
 
 -- ---------------------------------------------------------------------------
+-- owners: one per request and Lua thread
+
+-- nginx keeps finished requests' Lua threads and resets them for later
+-- requests, so a thread is no owner: a hold forgotten by one request would
+-- pass to the next on that thread.  The owner is a token kept in the
+-- request's ngx.ctx, per thread; it refers to its thread and that ctx only
+-- weakly.  A request has ended once nginx has let go of its ctx table
+-- (lua-resty-core keeps them in the registry's ngx_lua_ctx_tables, at the
+-- index the C side holds for the request).
+local get_request = require("resty.core.base").get_request
+local CTX_KEY = "__zklock_owners"
+local current = setmetatable({}, WEAK_KEYS) -- thread -> its latest token
+local ctxs = debug.getregistry().ngx_lua_ctx_tables
+
+-- The index of the current request's ctx table in ctxs, or nil.
+local ctx_slot
+do
+  local ok, ffi = pcall(require, "ffi")
+  local get_ref = ok and ctxs and pcall(function()
+    return ffi.C.ngx_http_lua_ffi_get_ctx_ref
+  end) and ffi.C.ngx_http_lua_ffi_get_ctx_ref
+  if get_ref then
+    local in_ssl, ssl_ref = ffi.new("int[1]"), ffi.new("int[1]")
+    ctx_slot = function(ctx)
+      local r = get_request()
+      local ref = r and tonumber(get_ref(r, in_ssl, ssl_ref))
+      if ref and ref > 0 and ctxs[ref] == ctx then return ref end
+    end
+  else
+    ctx_slot = function() return nil end
+  end
+end
+
+local function owner(co)
+  if type(co) ~= "thread" or not get_request() then return co end
+  local ctx = ngx.ctx
+  local toks = ctx[CTX_KEY]
+  if not toks then
+    toks = setmetatable({}, WEAK_KEYS)
+    ctx[CTX_KEY] = toks
+  end
+  local tok = toks[co]
+  if not tok then
+    tok = { ref = setmetatable({ co, ctx }, WEAK_VALUES), slot = ctx_slot(ctx) }
+    toks[co] = tok
+    current[co] = tok
+  end
+  return tok
+end
+
+-- Has the request (or timer) of owner `tok` ended?
+local function ended(tok)
+  if type(tok) == "thread" then return costatus(tok) == "dead" end
+  local co, ctx = tok.ref[1], tok.ref[2]
+  if tok.slot then return ctx == nil or ctxs[tok.slot] ~= ctx end
+  -- (no ctx index: the thread tells, less promptly)
+  return not co or costatus(co) == "dead" or current[co] ~= tok
+end
+
+-- ---------------------------------------------------------------------------
 -- the per-client timer
 
--- Holds of finished coroutines are released, each in a timer of its own
--- (a release waits for the server, and the loop must go on reading).
-local function release_later(lock, co)
+-- The hold of an ended owner is released in a timer of its own (a release
+-- waits for the server); false when no timer could be had (try again).
+local function release_later(lock, tok)
   local ok, err = ngx.timer.at(0, function()
-    zklock._release_owner(lock, co)
+    zklock._release_owner(lock, tok)
   end)
-  if not ok then ngx_log(ERR, "zklock: cannot release for an ended request: ",
-    err) end
+  if not ok then
+    ngx_log(ERR, "zklock: cannot release for an ended request: ", err)
+  end
+  return ok
 end
 
 local function sweep(w)
-  local t = now()
-  local lingering = false
-  for co, locks in pairs(w.held) do
-    local st = costatus(co)
+  for tok, locks in pairs(w.held) do
+    local gone = ended(tok)
     local any = false
     for lock in pairs(locks) do
-      if not zklock._holds(lock, co) then
+      if not zklock._holds(lock, tok) then
         locks[lock] = nil
-      elseif st == "dead" then
+      elseif gone and release_later(lock, tok) then
         locks[lock] = nil
-        release_later(lock, co)
       else
         any = true
       end
     end
-    if not any then
-      w.held[co] = nil
-      w.suspended_since[co] = nil
-    elseif st == "suspended" then
-      local since = w.suspended_since[co]
-      if not since then w.suspended_since[co] = t
-      elseif t - since >= w.gc_interval then lingering = true end
-    else
-      w.suspended_since[co] = nil
-    end
+    if not any then w.held[tok] = nil end
   end
   -- waits whose request nginx finalized: the semaphore dropped them
   for _, e in pairs(w.byid) do
@@ -194,11 +248,6 @@ local function sweep(w)
       e.suspect = nil
     end
   end
-  -- holds of requests ended while suspended go with their coroutine
-  if lingering and t - w.last_gc >= w.gc_interval then
-    w.last_gc = t
-    collectgarbage()
-  end
 end
 
 local function run_callbacks(premature, client, evs)
@@ -206,62 +255,84 @@ local function run_callbacks(premature, client, evs)
   zklock._dispatch(client, evs)
 end
 
-local function loop(premature, w)
+local READ_TIMEOUT = 3600 -- s; a timed-out read is harmless but logged
+
+-- One pass over what the wake-up socket announced.
+local function take(w, everyone)
   local client = w.client
-  if not premature then
-    local path, err = client:_wake_listen()
-    local sock
-    if path then
-      sock = ngx.socket.tcp()
-      local ok
-      ok, err = sock:connect("unix:" .. path)
-      if ok then ok, err = client:_wake_accept() end
-      if not ok then path = nil end
-    end
-    if not path then
-      ngx_log(ERR, "zklock: no wake-up socket (", err, "); waits poll")
-    else
-      w.live, w.sock = true, sock
-      sock:settimeout(w.tick * 1000)
-    end
-    local next_sweep = now() + w.tick
-    while client:state() ~= "closed" and not ngx.worker.exiting() do
-      local data, rerr
-      if w.live then
-        data, rerr = sock:receiveany(4096)
-        if not data and rerr ~= "timeout" then
-          ngx_log(WARN, "zklock: wake-up socket: ", rerr)
-          w.live = false
-        end
-      else
-        ngx.sleep(w.tick)
-      end
-      local ids, all, since = client:_ready()
-      if all or not w.live then
-        for _, e in pairs(w.byid) do post(e, since) end
-      else
-        for _, id in ipairs(ids) do
-          local e = w.byid[id]
-          if e then post(e, since) end
-        end
-      end
-      post(w.any, since)
-      local evs = client:_events()
-      if evs then ngx.timer.at(0, run_callbacks, client, evs) end
-      if now() >= next_sweep then
-        sweep(w)
-        next_sweep = now() + w.tick
-      end
+  local ids, all, since = client:_ready()
+  if all or everyone then
+    for _, e in pairs(w.byid) do post(e, since) end
+  else
+    for _, id in ipairs(ids) do
+      local e = w.byid[id]
+      if e then post(e, since) end
     end
   end
-  -- worker exiting (or the client closed): end the session, so that its
-  -- nodes go at once; waiters wake and see "closed"
-  w.live = false
-  if w.sock then w.sock:close() end
-  client:close()
+  post(w.any, since)
+  local evs = w.evs or client:_events()
+  w.evs = nil
+  if evs and not ngx.timer.at(0, run_callbacks, client, evs) then
+    w.evs = evs -- no timer to be had now: next time
+  end
+end
+
+local function finish(w)
+  local client = w.client
+  if w.done then return end
+  w.done, w.live = true, false
+  client:close() -- its nodes go at once; waiters wake and see "closed";
+                 -- the byte it writes ends the loop, which closes the socket
   for _, e in pairs(w.byid) do post(e) end
   post(w.any)
   workers[client] = nil
+end
+
+-- Reads the wake-up socket for as long as the client lives.
+local function loop(premature, w)
+  if premature then return finish(w) end
+  local client = w.client
+  local path, err = client:_wake_listen()
+  local sock
+  if path then
+    sock = ngx.socket.tcp()
+    local ok
+    ok, err = sock:connect("unix:" .. path)
+    if ok then ok, err = client:_wake_accept() end
+    if not ok then
+      sock:close()
+      client:_wake_accept() -- (fails, but takes the listening socket down)
+      path = nil
+    end
+  end
+  if not path then
+    ngx_log(ERR, "zklock: no wake-up socket (", err, "); waits poll")
+    return
+  end
+  w.live, w.sock = true, sock
+  sock:settimeout(READ_TIMEOUT * 1000)
+  while not w.done and client:state() ~= "closed" do
+    local data, rerr = sock:receiveany(4096)
+    if not data and rerr ~= "timeout" then
+      if not w.done then ngx_log(WARN, "zklock: wake-up socket: ", rerr) end
+      break
+    end
+    local ok, perr = pcall(take, w)
+    if not ok then ngx_log(ERR, "zklock: ", perr) end
+  end
+  w.live = false
+  sock:close()
+  if not w.done then pcall(take, w, true) end -- waiters fall back to polling
+end
+
+-- Every sweep_interval: ended requests' holds, dropped waiters; and, when
+-- the wake-up socket is not read, the wake-ups themselves.
+local function tick(premature, w)
+  if premature or w.done or ngx.worker.exiting() then return finish(w) end
+  if w.client:state() == "closed" then return finish(w) end
+  local ok, err = pcall(sweep, w)
+  if not ok then ngx_log(ERR, "zklock: ", err) end
+  if not w.live then pcall(take, w, true) end
 end
 
 --- Open this worker's session, without waiting for it (the first wait
@@ -270,8 +341,7 @@ end
 -- @param hosts connect string, as `zklock.connect`
 -- @param opts as `zklock.connect` (its `connect_timeout` is not used), and
 --  `sweep_interval` (s, 0.1): how often ended requests' holds are looked
---  for; `gc_interval` (s, 1): the least time between the collections that
---  free holds of requests nginx ended while they were suspended
+--  for
 -- @return client, or nil, message, code
 function M.connect(hosts, opts)
   if ngx.get_phase() == "init" then
@@ -279,30 +349,25 @@ function M.connect(hosts, opts)
       "init_by_lua*: a session opened in the master cannot serve the " ..
       "workers", 2)
   end
-  local tick = opts and opts.sweep_interval or 0.1
-  local gci = opts and opts.gc_interval or 1
-  if type(tick) ~= "number" or not (tick > 0 and tick < huge) then
+  local interval = opts and opts.sweep_interval or 0.1
+  if type(interval) ~= "number" or not (interval > 0 and interval < huge) then
     error("bad argument #2 to 'connect' (sweep_interval must be a " ..
       "positive number)", 2)
-  end
-  if type(gci) ~= "number" or not (gci >= 0 and gci < huge) then
-    error("bad argument #2 to 'connect' (gc_interval must be a number >= 0)",
-      2)
   end
   local client, msg, code = zklock._open(hosts, opts, "connect")
   if not client then return nil, msg, code end
   local w = {
-    client = client, tick = tick, gc_interval = gci, last_gc = 0,
+    client = client,
     byid = setmetatable({}, WEAK_VALUES),
     entry_of = setmetatable({}, WEAK_KEYS),
     held = setmetatable({}, WEAK_KEYS),
-    suspended_since = setmetatable({}, WEAK_KEYS),
     next_id = 1, lat = {}, n_lat = 0,
   }
   w.any = new_entry(w)
   w.byid[w.any.id] = nil -- posted on every wake, kept by w
   workers[client] = w
   local ok, err = ngx.timer.at(0, loop, w)
+  if ok then ok, err = ngx.timer.every(interval, tick, w) end
   if not ok then
     workers[client] = nil
     client:close()
@@ -311,18 +376,19 @@ function M.connect(hosts, opts)
   return client
 end
 
--- every hold a coroutine takes is watched for that coroutine's end
-zklock._hooks.held = function(lock, co)
+-- every hold an owner takes is watched for its request's end
+zklock._hooks.held = function(lock, tok)
   local client = zklock._client_of(lock)
   local w = client and workers[client]
-  if not w or type(co) ~= "thread" then return end
-  local locks = w.held[co]
+  if not w or (type(tok) ~= "thread" and type(tok) ~= "table") then return end
+  local locks = w.held[tok]
   if not locks then
     locks = {}
-    w.held[co] = locks
+    w.held[tok] = locks
   end
   locks[lock] = true
 end
+zklock._hooks.owner = owner
 zklock._hooks.dispatcher = true
 zklock.set_waiter(wait)
 
