@@ -28,7 +28,7 @@ location = /buy_timed {
     content_by_lua_block {
         local core = require "zklock.core"
         local stock = require "stock"
-        local zk, lock = stock.client(), stock.lock()
+        local lock = stock.lock()
         assert(lock:acquire(60))
         local t = core.now()
         if LAST_RELEASE and t - LAST_RELEASE < 1 then
@@ -36,13 +36,11 @@ location = /buy_timed {
             GAPS[#GAPS + 1] = t - LAST_RELEASE
         end
         LAST_RELEASE = nil
-        local data = zk:get(stock.STOCK)
-        local n = tonumber(data) or 0
-        if n > 0 then zk:set(stock.STOCK, tostring(n - 1)) end
+        local bought = stock.take_one()
         lock:release()
         LAST_RELEASE = core.now()
-        if n <= 0 then ngx.status = 409 end
-        ngx.say(n > 0 and "bought" or "sold out")
+        if not bought then ngx.status = 409 end
+        ngx.say(bought and "bought" or "sold out")
     }
 }
 location = /gaps {

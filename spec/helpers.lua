@@ -118,12 +118,9 @@ Proc.__index = Proc
 -- Start time (field 22 of /proc/PID/stat) of a live process, else nil:
 -- tells the wrapper we spawned from a later process that got its pid.
 local function started_at(pid)
-  local rest = (H.read("/proc/" .. pid .. "/stat") or ""):match(".*%) (.*)")
-  if not rest then return nil end
-  local f = {}
-  for w in rest:gmatch("%S+") do f[#f + 1] = w end
-  if f[1] == "Z" or f[1] == "X" then return nil end
-  return f[20]
+  local state, started = H.testing._proc_stat(pid)
+  if state == "Z" or state == "X" then return nil end
+  return started
 end
 
 local function new_proc(pid, done, out)

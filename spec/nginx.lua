@@ -35,9 +35,10 @@ local function sh(cmd)
   return ok == true or ok == 0
 end
 
+local proc_stat = require("zklock.testing")._proc_stat
+
 local function alive(pid)
-  local s = pid and slurp("/proc/" .. pid .. "/stat")
-  local state = s and s:match(".*%) (%S)")
+  local state = proc_stat(pid)
   return state ~= nil and state ~= "Z" and state ~= "X"
 end
 
@@ -167,20 +168,10 @@ local function tally(out)
   return count, n
 end
 
---- Many GETs at once (curl --parallel, all in flight together).
--- @return status -> how many, and how many answered in all (a request
--- that got no answer counts as status 0)
-function N.parallel(urls, max_time)
-  local list = ("%s/zklock-urls-%d-%d"):format(TMP, core.pid(),
-    math.random(1e9))
-  url_list(list, urls)
-  local out = capture(curl_many(#urls, max_time or 60, list))
-  os.remove(list)
-  return tally(out)
-end
-
---- `N.parallel(urls)` in the background: returns a function that waits
--- for it (bounded) and then gives what N.parallel gives.
+--- Many GETs at once (curl --parallel, all in flight together), in the
+-- background: returns a function that waits for them (bounded) and then
+-- gives status -> how many, and how many answered in all (a request that
+-- got no answer counts as status 0).
 function N.parallel_bg(urls, max_time)
   local tag = ("%s/zklock-bg-%d-%d"):format(TMP, core.pid(), math.random(1e9))
   url_list(tag .. ".urls", urls)
@@ -197,6 +188,11 @@ function N.parallel_bg(urls, max_time)
     os.remove(tag .. ".done")
     return tally(out)
   end
+end
+
+--- `N.parallel_bg(urls, max_time)`, waited for.
+function N.parallel(urls, max_time)
+  return N.parallel_bg(urls, max_time)()
 end
 
 return N

@@ -6,11 +6,7 @@ local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 
 -- Is process `pid` alive (present and not a zombie)?
 local function proc_alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat", "rb")
-  if not f then return false end
-  local stat = f:read("*a")
-  f:close()
-  local state = stat:match(".*%) (%a)")
+  local state = testing._proc_stat(pid)
   return state ~= nil and state ~= "Z" and state ~= "X"
 end
 

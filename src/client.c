@@ -146,11 +146,21 @@ void zkl_client_touch(zkl_client *c, unsigned wake_id) {
   c->ready[c->n_ready++] = wake_id;
 }
 
+unsigned long zkl_client_set_wake(zkl_client *c, unsigned *slot,
+                                  unsigned id) {
+  unsigned long gen;
+  pthread_mutex_lock(&c->mu);
+  *slot = id;
+  gen = c->gen;
+  pthread_mutex_unlock(&c->mu);
+  return gen;
+}
+
 const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err) {
   char dir[] = "/tmp/zklock-wake.XXXXXX";
   struct sockaddr_un sa;
   int fd;
-  if (c->wake_fd >= 0 || c->wake_listen > 0) {
+  if (c->wake_fd >= 0 || c->wake_listen >= 0) {
     zkl_seterr(err, ZKL_EZK_ERROR, "the wake-up socket is already set up");
     return NULL;
   }
@@ -171,13 +181,13 @@ const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err) {
     rmdir(dir);
     return NULL;
   }
-  c->wake_listen = fd + 1; /* 0: none */
+  c->wake_listen = fd;
   return c->wake_path;
 }
 
 static void client_wake_unlisten(zkl_client *c) {
-  if (c->wake_listen > 0) close(c->wake_listen - 1);
-  c->wake_listen = 0;
+  if (c->wake_listen >= 0) close(c->wake_listen);
+  c->wake_listen = -1;
   if (c->wake_path) {
     char *slash = strrchr(c->wake_path, '/');
     unlink(c->wake_path);
@@ -189,11 +199,11 @@ static void client_wake_unlisten(zkl_client *c) {
 
 int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
   int fd;
-  if (c->wake_listen <= 0) {
+  if (c->wake_listen < 0) {
     zkl_seterr(err, ZKL_EZK_ERROR, "no wake-up socket is listening");
     return 0;
   }
-  fd = accept4(c->wake_listen - 1, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  fd = accept4(c->wake_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) {
     zkl_seterr(err, ZKL_EZK_ERROR, "accept on the wake-up socket: %s",
                strerror(errno));
@@ -327,7 +337,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
   c->state = ZKL_CONNECTING;
   c->timeout_ms = timeout_ms;
   c->pid = getpid();
-  c->wake_fd = -1;
+  c->wake_fd = c->wake_listen = -1;
   c->acl = acl == 1 ? &ZOO_CREATOR_ALL_ACL
          : acl == 2 ? &ZOO_READ_ACL_UNSAFE : &ZOO_OPEN_ACL_UNSAFE;
   /* Hold the mutex so the watcher, which may fire before zookeeper_init

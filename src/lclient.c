@@ -279,12 +279,7 @@ static int lclient_op_result(lua_State *L) {
 static int lclient_op_wake(lua_State *L) {
   zkl_op *op = lclient_checkop(L)->op;
   unsigned id = (unsigned)luaL_checkinteger(L, 2);
-  unsigned long gen;
-  pthread_mutex_lock(&op->c->mu);
-  op->wake_id = id;
-  gen = op->c->gen;
-  pthread_mutex_unlock(&op->c->mu);
-  lua_pushnumber(L, (lua_Number)gen);
+  lua_pushnumber(L, (lua_Number)zkl_client_set_wake(op->c, &op->wake_id, id));
   return 1;
 }
 

@@ -103,12 +103,7 @@ static int llock_revocable(lua_State *L) {
 static int llock_wake(lua_State *L) {
   zkl_lock *l = llock_check(L);
   unsigned id = (unsigned)luaL_checkinteger(L, 2);
-  unsigned long gen;
-  pthread_mutex_lock(&l->c->mu);
-  l->wake_id = id;
-  gen = l->c->gen;
-  pthread_mutex_unlock(&l->c->mu);
-  lua_pushnumber(L, (lua_Number)gen);
+  lua_pushnumber(L, (lua_Number)zkl_client_set_wake(l->c, &l->wake_id, id));
   return 1;
 }
 

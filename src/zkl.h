@@ -128,6 +128,9 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
                               double timeout);
 void zkl_client_changed(zkl_client *c); /* with mu held */
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* with mu held */
+/* Lua thread: *slot = id (an object's wake id) under the mutex; returns the
+ * change counter read at that moment. */
+unsigned long zkl_client_set_wake(zkl_client *c, unsigned *slot, unsigned id);
 /* The wake socket (Lua thread): listen on a fresh path (returned, owned
  * by c); accept the one connection made to it.  0 with err on failure. */
 const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err);

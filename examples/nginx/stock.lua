@@ -32,7 +32,8 @@ local function fail(status, msg)
   return ngx.exit(status)
 end
 
--- Take one from the stock: true, what is left; or false when sold out.
+--- Take one from the stock (the caller holds the lock, or not): true,
+-- what is left; or false when sold out.
 local function take_one()
   local data, err, code = zk:get(STOCK)
   if not data then
@@ -44,6 +45,7 @@ local function take_one()
   assert(zk:set(STOCK, tostring(n - 1)))
   return true, n - 1
 end
+M.take_one = take_one
 
 --- GET /buy: one item, under the lock.
 function M.buy()

@@ -452,4 +452,8 @@ function M.close_all()
   for _, st in ipairs(all) do close(st) end
 end
 
+-- For the specs' own process handling: state letter and start time of a
+-- process, or nil when there is none.
+M._proc_stat = proc_stat
+
 return M
