@@ -37,17 +37,24 @@ function H.connect(srv, opts)
   return assert(zklock.connect(hosts, opts or { session_timeout = 5 }))
 end
 
+-- busted loads this file afresh for every spec file (insulation), so a
+-- counter alone would hand out the same names again in the next file: the
+-- names carry a random tag of this load as well.
 local seq = 0
+local LOAD = core.uuid():sub(1, 8)
+
 --- A fresh lock path per test, so tests never see each other's nodes.
 function H.path(name)
   seq = seq + 1
-  return ("/zklock-spec/%s/%d-%d"):format(name or "lock", core.pid(), seq)
+  return ("/zklock-spec/%s/%d-%s-%d"):format(name or "lock", core.pid(), LOAD,
+    seq)
 end
 
 --- A fresh temp file name under the run's temp dir.
 function H.tmpname(tag)
   seq = seq + 1
-  return ("%s/zklock-%s-%d-%d"):format(TMP, tag or "f", core.pid(), seq)
+  return ("%s/zklock-%s-%d-%s-%d"):format(TMP, tag or "f", core.pid(), LOAD,
+    seq)
 end
 
 function H.read(file)
@@ -193,7 +200,12 @@ function Proc:kill(sig)
 end
 
 function Proc:cleanup()
-  if not self:status() then self:kill("KILL") end
+  if not self:status() then
+    self:kill("KILL")
+    -- the wrapper writes the status file once it sees its child die: wait
+    -- for that (bounded), or it would write it after we removed it
+    if self.started then pcall(self.wait, self, 10) end
+  end
   os.remove(self.done)
   os.remove(self.out)
 end

@@ -97,18 +97,7 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
 
   local function wait_connected(base, list)
     H.wait_until(function()
-      for _, w in ipairs(list) do
-        -- A peer JVM killed by SIGKILL before it said anything has been
-        -- seen twice in CI runs (cause not found: not the OOM killer, not
-        -- these specs' own signals); start such a one again, once, loudly.
-        if w.respawn and w.p:status() == 137 and w.p:output() == "" then
-          io.stderr:write("\n[interop] a " .. w.who .. " peer was killed " ..
-            "(SIGKILL) during start-up; starting it again\n")
-          w.p = w.respawn()
-          w.respawn = nil
-        end
-        check_alive(w.p, w.who .. " worker")
-      end
+      for _, w in ipairs(list) do check_alive(w.p, w.who .. " worker") end
       return connections() >= base + #list
     end, 90, #list .. " workers to connect")
   end
@@ -181,11 +170,9 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     local list = {}
     for _ = 1, n_peer do
       local log = H.tmpname("log")
-      local function start()
-        return peer(kind, "counter", srv.connect_string, path, file, log,
-          cycles, gate)
-      end
-      list[#list + 1] = { who = kind, log = log, p = start(), respawn = start }
+      list[#list + 1] = { who = kind, log = log,
+        p = peer(kind, "counter", srv.connect_string, path, file, log, cycles,
+          gate) }
     end
     for _ = 1, n_zkl do
       local log = H.tmpname("log")
