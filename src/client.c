@@ -98,12 +98,13 @@ zkl_req *zkl_req_new(zkl_client *c, zkl_lock *l, zkl_op *op, int epoch,
   zkl_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->c = c; r->l = l; r->op = op; r->epoch = epoch; r->kind = kind;
+  r->sent = zkl_now();
   if (l) l->refs++;
   if (op) op->refs++;
   r->next = c->reqs;
   if (c->reqs) c->reqs->prev = r;
   c->reqs = r;
-  c->n_requests++;
+  if (l || op) c->n_requests++; /* (probes are not counted) */
   return r;
 }
 
@@ -117,6 +118,22 @@ void zkl_req_done(zkl_req *r) {
 }
 
 /* ---- session ----------------------------------------------------------- */
+
+void zkl_client_heard(zkl_client *c, double sent, int rc) {
+  switch (rc) { /* no answer from a live session */
+  case ZCONNECTIONLOSS: case ZOPERATIONTIMEOUT: case ZCLOSING:
+  case ZINVALIDSTATE: case ZMARSHALLINGERROR: case ZSESSIONEXPIRED:
+  case ZSESSIONMOVED: case ZSYSTEMERROR: case ZAPIERROR:
+    return;
+  }
+  if (sent > c->heard) c->heard = sent;
+}
+
+void zkl_client_kick(zkl_client *c) { pthread_cond_signal(&c->tcv); }
+
+double zkl_client_margin(const zkl_client *c) {
+  return c->timeout_ms / 10000.0; /* a tenth of the session timeout */
+}
 
 void zkl_client_changed(zkl_client *c) {
   c->gen++;
@@ -267,13 +284,19 @@ static void client_watcher(zhandle_t *zh, int type, int state,
   zkl_lock *l, *next;
   zkl_op *op, *onext;
   pthread_mutex_lock(&c->mu);
+  if (zh != c->zh) { /* a session given up for a new one */
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
   if (type == ZOO_SESSION_EVENT) {
     c->ready_all = 1; /* every waiter sees the session's news */
+    pthread_cond_signal(&c->tcv); /* probe now, or renew */
     if (state == ZOO_CONNECTED_STATE) {
       const clientid_t *id = zoo_client_id(zh);
       c->session_id = id ? id->client_id : 0;
       c->timeout_ms = zoo_recv_timeout(zh);
       c->disconnected_at = 0;
+      c->probe_at = 0;
       if (c->state == ZKL_CONNECTING) {
         c->state = ZKL_CONNECTED;
         for (l = c->locks; l; l = next) {
@@ -320,11 +343,113 @@ static void client_watcher(zhandle_t *zh, int type, int state,
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Requests the library still owed us once zookeeper_close returned (it may
+ * drop them) are finished here as ZCLOSING, so every owner lets go. */
+static void client_drain(zkl_client *c) {
+  while (c->reqs) {
+    zkl_req *r = c->reqs;
+    if (r->l) zkl_lock_closing(r);
+    else if (r->op) zkl_op_closing(r);
+    zkl_req_done(r);
+  }
+  c->probe_out = 0;
+}
+
+static void client_probe_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  if ((unsigned long)r->epoch == c->n_sessions) {
+    c->probe_out = 0;
+    zkl_client_heard(c, r->sent, rc);
+    pthread_cond_signal(&c->tcv);
+  }
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Any request answered proves the server heard us; "/" is the chroot. */
+static void client_probe(zkl_client *c, double now) {
+  zkl_req *r = zkl_req_new(c, NULL, NULL, (int)c->n_sessions, -1);
+  c->probe_at = now;
+  if (!r) return;
+  if (zoo_aexists(c->zh, "/", 0, client_probe_cb, r) != ZOK) zkl_req_done(r);
+  else c->probe_out = 1;
+}
+
+/* After an expiry: close the dead handle and open a new session (timer
+ * thread, mu held on entry and return).  0 when none could be opened. */
+static int client_renew(zkl_client *c) {
+  zhandle_t *old = c->zh;
+  c->zh = NULL;
+  c->renewing = 1;
+  pthread_mutex_unlock(&c->mu);
+  if (old) zookeeper_close(old); /* not a ZooKeeper thread: allowed */
+  pthread_mutex_lock(&c->mu);
+  client_drain(c);
+  c->renewing = 0;
+  if (c->closing || c->timer_stop) return 0;
+  /* with mu held, so the new session's watcher sees c->zh set */
+  c->zh = zookeeper_init(c->hosts, client_watcher, c->timeout_req, NULL, c,
+                         0);
+  if (!c->zh) return 0;
+  c->state = ZKL_CONNECTING;
+  c->session_id = 0;
+  c->disconnected_at = zkl_now();
+  c->n_sessions++;
+  if (c->auth_scheme)
+    zoo_add_auth(c->zh, c->auth_scheme, c->auth_cred, c->auth_len, NULL,
+                 NULL);
+  c->ready_all = 1;
+  zkl_client_changed(c);
+  return 1;
+}
+
+/* Holds are lost once the server may have expired the session (heard +
+ * timeout); while any is held, a probe every third of the timeout keeps
+ * `heard` fresh (the library's own pings are invisible to us). */
+static void *client_timer(void *arg) {
+  zkl_client *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->timer_stop) {
+    double now = zkl_now(), t = c->timeout_ms / 1000.0, next = now + 3600;
+    int any = 0;
+    zkl_lock *l, *ln;
+    struct timespec ts;
+    if (c->state == ZKL_EXPIRED && c->renew && !c->closing) {
+      if (client_renew(c)) continue;
+      if (c->timer_stop) break;
+      next = now + 1; /* try again */
+    }
+    for (l = c->locks; l; l = ln) {
+      ln = l->next;
+      any |= zkl_lock_check_lost(l, now, c->heard + t);
+    }
+    if (any) {
+      if (c->heard + t < next) next = c->heard + t;
+      if (c->state == ZKL_CONNECTED && c->zh && !c->closing &&
+          !c->probe_out) {
+        double due = c->probe_at + t / 3;
+        if (now >= due) { client_probe(c, now); due = now + t / 3; }
+        if (due < next) next = due;
+      }
+    }
+    ts.tv_sec = (time_t)next;
+    ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&c->tcv, &c->mu, &ts);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
-                           zkl_error *err) {
+                           int renew, zkl_error *err) {
   zkl_client *c = calloc(1, sizeof *c);
   pthread_condattr_t ca;
-  if (!c) {
+  if (!c || !(c->hosts = strdup(hosts))) {
+    free(c);
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
     return NULL;
   }
@@ -332,10 +457,12 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->cv, &ca);
+  pthread_cond_init(&c->tcv, &ca);
   pthread_condattr_destroy(&ca);
   c->refs = 1;
   c->state = ZKL_CONNECTING;
-  c->timeout_ms = timeout_ms;
+  c->timeout_ms = c->timeout_req = timeout_ms;
+  c->renew = renew;
   c->pid = getpid();
   c->wake_fd = c->wake_listen = -1;
   c->acl = acl == 1 ? &ZOO_CREATOR_ALL_ACL
@@ -352,40 +479,71 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
                "cannot open a session to '%s': %s", hosts,
                e ? strerror(e) : "invalid connect string");
     pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->tcv);
     pthread_mutex_destroy(&c->mu);
+    free(c->hosts);
     free(c);
     return NULL;
   }
+  c->timer_on = pthread_create(&c->timer, NULL, client_timer, c) == 0;
   pthread_mutex_unlock(&c->mu);
+  if (!c->timer_on) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "cannot start the timer thread");
+    zkl_client_unref(c);
+    return NULL;
+  }
   return c;
+}
+
+int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
+                        int len, zkl_error *err) {
+  int rc;
+  char *s = strdup(scheme), *k = malloc(len > 0 ? (size_t)len : 1);
+  if (!s || !k) {
+    free(s); free(k);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return 0;
+  }
+  if (len > 0) memcpy(k, cred, (size_t)len);
+  pthread_mutex_lock(&c->mu);
+  rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, len, NULL, NULL)
+             : ZINVALIDSTATE;
+  if (rc == ZOK) { /* kept for the sessions to come */
+    free(c->auth_scheme); free(c->auth_cred);
+    c->auth_scheme = s; c->auth_cred = k; c->auth_len = len;
+    s = k = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  free(s); free(k);
+  if (rc != ZOK) { zkl_seterr_rc(err, rc, scheme); return 0; }
+  return 1;
 }
 
 int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
 
-/* Completions the library still owed us once zookeeper_close returned (it
- * may drop them) are finished here as ZCLOSING, so every owner lets go. */
 void zkl_client_close(zkl_client *c) {
   zhandle_t *zh;
   pthread_mutex_lock(&c->mu);
-  if (c->closing || !c->zh) {
+  if (c->closing) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
   c->closing = 1;
-  zh = c->zh;
+  c->timer_stop = 1;
+  pthread_cond_signal(&c->tcv);
   pthread_mutex_unlock(&c->mu);
   /* Never from a ZooKeeper thread; never in a forked child, where the
-   * library's threads do not exist. */
-  if (!zkl_client_forked(c)) zookeeper_close(zh);
+   * library's threads (and our timer) do not exist. */
+  if (c->timer_on && !zkl_client_forked(c)) pthread_join(c->timer, NULL);
+  c->timer_on = 0;
+  pthread_mutex_lock(&c->mu);
+  zh = c->zh; /* (the timer may have replaced it) */
+  pthread_mutex_unlock(&c->mu);
+  if (zh && !zkl_client_forked(c)) zookeeper_close(zh);
   pthread_mutex_lock(&c->mu);
   c->zh = NULL;
   c->state = ZKL_CLOSED;
-  while (c->reqs) {
-    zkl_req *r = c->reqs;
-    if (r->l) zkl_lock_closing(r);
-    else if (r->op) zkl_op_closing(r);
-    zkl_req_done(r);
-  }
+  client_drain(c);
   /* and those waiting for a reconnect, with no request out */
   {
     zkl_lock *l, *ln;
@@ -409,6 +567,8 @@ void zkl_client_unref(zkl_client *c) {
   if (c->wake_fd >= 0) close(c->wake_fd);
   client_wake_unlisten(c);
   free(c->ready);
+  free(c->hosts); free(c->auth_scheme); free(c->auth_cred);
+  pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -50,17 +50,18 @@ zkl_client *zkl_checkclient(lua_State *L, int idx) {
   return b->c;
 }
 
-/* core.connect(hosts, timeout_ms, acl) -> client | nil, msg, code
+/* core.connect(hosts, timeout_ms, acl, renew) -> client | nil, msg, code
  * Does not wait: zklock.connect waits for the first connection. */
 static int lclient_new(lua_State *L) {
   const char *hosts = luaL_checkstring(L, 1);
   int timeout_ms = (int)luaL_checkinteger(L, 2);
   int acl = (int)luaL_optinteger(L, 3, 0);
+  int renew = lua_isnone(L, 4) || lua_toboolean(L, 4);
   zkl_error err;
   zkl_client_box *b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
   b->c = NULL;
   luaL_setmetatable(L, ZKL_CLIENT_MT);
-  b->c = zkl_client_new(hosts, timeout_ms, acl, &err);
+  b->c = zkl_client_new(hosts, timeout_ms, acl, renew, &err);
   if (!b->c) return zkl_pusherr(L, &err);
   return 1;
 }
@@ -158,12 +159,18 @@ static int lclient_timeout(lua_State *L) {
 
 static int lclient_stats(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  unsigned long w, r;
+  unsigned long w, r, s, lost;
   pthread_mutex_lock(&c->mu);
   w = c->n_watch_events;
   r = c->n_requests;
+  s = c->n_sessions;
+  lost = c->n_lost;
   pthread_mutex_unlock(&c->mu);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)s);
+  lua_setfield(L, -2, "renewed");
+  lua_pushinteger(L, (lua_Integer)lost);
+  lua_setfield(L, -2, "lost");
   lua_pushnumber(L, (lua_Number)w);
   lua_setfield(L, -2, "watch_events");
   lua_pushnumber(L, (lua_Number)r);
@@ -233,10 +240,12 @@ static int lclient_op_result(lua_State *L) {
   zkl_error e;
   char **names = NULL, *data = NULL;
   int i, n = 0, done, kind = op->kind, result, datalen = 0;
+  long long zxid;
   pthread_mutex_lock(&op->c->mu);
   done = op->done;
   e = op->err;
   result = op->result;
+  zxid = (long long)op->zxid;
   if (done && e.code == ZKL_OK && kind == ZKL_OP_CHILDREN) {
     names = op->names; /* the op is done: nobody else touches them */
     n = op->n;
@@ -258,6 +267,11 @@ static int lclient_op_result(lua_State *L) {
     lua_pushlstring(L, data ? data : "", (size_t)datalen);
     free(data);
     lua_pushinteger(L, result);
+    return 2;
+  }
+  if (kind == ZKL_OP_FENCED) {
+    lua_pushinteger(L, result);
+    zkl_pushint64(L, zxid);
     return 2;
   }
   if (kind != ZKL_OP_CHILDREN) {
@@ -327,6 +341,18 @@ static int lclient_set(lua_State *L) {
   return lclient_pushop(L, zkl_op_set(c, path, data, (int)len, &err), &err);
 }
 
+/* client:_fenced(lock_node, path, data) -> op */
+static int lclient_fenced(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *node = luaL_checkstring(L, 2);
+  const char *path = luaL_checkstring(L, 3);
+  size_t len;
+  const char *data = luaL_checklstring(L, 4, &len);
+  zkl_error err;
+  return lclient_pushop(L, zkl_op_fenced(c, node, path, data, (int)len, &err),
+                        &err);
+}
+
 static int lclient_get(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
@@ -371,7 +397,8 @@ static int lclient_events(lua_State *L) {
   for (; e; e = next) {
     next = e->next;
     lua_createtable(L, 2, 0);
-    lua_pushstring(L, e->type == ZKL_EV_REVOKE ? "revoke" : "?");
+    lua_pushstring(L, e->type == ZKL_EV_REVOKE ? "revoke"
+                      : e->type == ZKL_EV_LOST ? "lost" : "?");
     lua_rawseti(L, -2, 1);
     lua_pushstring(L, e->path);
     lua_rawseti(L, -2, 2);
@@ -451,16 +478,9 @@ static int lclient_add_auth(lua_State *L) {
   const char *scheme = luaL_checkstring(L, 2);
   size_t len;
   const char *cred = luaL_checklstring(L, 3, &len);
-  int rc;
-  pthread_mutex_lock(&c->mu);
-  rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, (int)len, NULL, NULL)
-             : ZINVALIDSTATE;
-  pthread_mutex_unlock(&c->mu);
-  if (rc != ZOK) {
-    zkl_error err;
-    zkl_seterr_rc(&err, rc, scheme);
+  zkl_error err;
+  if (!zkl_client_add_auth(c, scheme, cred, (int)len, &err))
     return zkl_pusherr(L, &err);
-  }
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -606,6 +626,7 @@ void zkl_open_client(lua_State *L) {
     { "_stats", lclient_stats },
     { "_children", lclient_children },
     { "_add_auth", lclient_add_auth },
+    { "_fenced", lclient_fenced },
     { "_create", lclient_create },
     { "_delete", lclient_delete },
     { "_set", lclient_set },

@@ -19,7 +19,7 @@
 
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
        L_HELD, L_DELETING, L_DONE, L_FAILED };
-enum { R_PARENT, R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE };
+enum { R_PARENT, R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC };
 
 static void lock_list(zkl_lock *l);
 static void lock_create(zkl_lock *l);
@@ -116,11 +116,23 @@ static void lock_set_watch(zkl_lock *l, char *path) {
   l->watch = path;
 }
 
+/* A hold ends without its owner's word: on_lost callbacks are queued. */
+static void lock_lost_event(zkl_lock *l) {
+  if (l->lost) return;
+  l->lost = 1;
+  if (l->node) {
+    char *full = zkl_join(l->path, l->node);
+    if (full) zkl_event_push(l->c, ZKL_EV_LOST, full);
+    free(full);
+  }
+  l->c->n_lost++;
+}
+
 /* The lock can no longer be had: finish as DONE when it was given up, as
  * FAILED with err otherwise. */
 static void lock_finish(zkl_lock *l, int rc, const char *what) {
   l->epoch++;
-  if (l->state == L_HELD) l->lost = 1;
+  if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
   if (l->abandon) {
     l->state = L_DONE;
   } else {
@@ -172,9 +184,10 @@ static int lock_sent(zkl_lock *l, zkl_req *r, int rc, const char *what) {
 
 /* ---- completions -------------------------------------------------------- */
 
-static zkl_lock *lock_enter(const void *data, zkl_req **rp) {
+static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
   zkl_req *r = (zkl_req *)data;
   pthread_mutex_lock(&r->c->mu);
+  zkl_client_heard(r->c, r->sent, rc);
   *rp = r;
   return r->l->epoch == r->epoch ? r->l : NULL;
 }
@@ -189,7 +202,7 @@ static void lock_leave(zkl_req *r) {
 
 static void lock_parent_cb(int rc, const char *value, const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   (void)value;
   if (l && l->state == L_PARENTS) {
     if (rc != ZOK && rc != ZNODEEXISTS && l->parents_rc == ZOK)
@@ -234,7 +247,7 @@ static void lock_parents(zkl_lock *l) {
 static void lock_create_cb(int rc, const char *name, const struct Stat *st,
                            const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   if (l && l->state == L_CREATING) {
     l->create_out = 0;
     if (rc == ZOK) {
@@ -299,7 +312,7 @@ static const zkl_entry *lock_blocker(const zkl_lock *l, const zkl_entry *e,
 static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
                         const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   (void)v; (void)vlen; (void)st;
   if (l && l->state == L_WATCHING) {
     if (rc == ZOK) {
@@ -323,6 +336,7 @@ static void lock_revoke_cb(int rc, const char *v, int vlen,
   zkl_lock *l = r->l;
   (void)st;
   pthread_mutex_lock(&r->c->mu);
+  zkl_client_heard(r->c, r->sent, rc);
   if (l->state == L_HELD && r->epoch == l->epoch) {
     if (rc == ZOK) {
       if (v && vlen == (int)sizeof REVOKE - 1 &&
@@ -388,6 +402,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   if (!b) {
     l->state = L_HELD;
     lock_set_watch(l, NULL);
+    zkl_client_kick(l->c); /* probes and the lost deadline start */
     if (l->revocable) lock_arm_revoke(l);
   } else {
     zkl_req *r;
@@ -403,7 +418,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
 
 static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   if (l && l->state == L_RECOVER) {
     if (rc == ZOK && st->ephemeralOwner == l->c->session_id) {
       l->czxid = st->czxid; /* ours: adopt it */
@@ -445,7 +460,7 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
 static void lock_list_cb(int rc, const struct String_vector *sv,
                          const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   /* (the listing piped behind a create is answered after it: by then the
    * create's reply moved us to LISTING, or to a newer epoch) */
   if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
@@ -457,6 +472,13 @@ static void lock_list_cb(int rc, const struct String_vector *sv,
   lock_leave(r);
 }
 
+static void lock_sync_cb(int rc, const char *value, const void *data) {
+  zkl_req *r;
+  (void)value;
+  (void)lock_enter(data, rc, &r); /* the listing behind it says the rest */
+  lock_leave(r);
+}
+
 static void lock_list(zkl_lock *l) {
   zkl_req *r;
   int rc;
@@ -465,6 +487,17 @@ static void lock_list(zkl_lock *l) {
     if (l->state != L_RECOVER) l->state = L_LISTING;
   }
   l->redo = 0;
+  if (l->state == L_RECOVER) {
+    /* The cut create may have been applied without this server knowing
+     * yet (an ensemble member behind the leader): a sync first, and the
+     * listing, answered after it, shows it.  (The session moved to this
+     * server before we got CONNECTED: the leader refuses requests still in
+     * flight from the old connection, so none lands after the listing.) */
+    r = lock_req(l, R_SYNC);
+    if (!r) { lock_finish(l, ZSYSTEMERROR, "out of memory"); return; }
+    rc = zoo_async(l->c->zh, l->path, lock_sync_cb, r);
+    if (!lock_sent(l, r, rc, l->path)) return;
+  }
   r = lock_req(l, R_LIST);
   rc = zoo_aget_children(l->c->zh, l->path, 0, lock_list_cb, r);
   if (lock_sent(l, r, rc, l->path) && l->state == L_CREATING)
@@ -473,7 +506,7 @@ static void lock_list(zkl_lock *l) {
 
 static void lock_delete_cb(int rc, const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, &r);
+  zkl_lock *l = lock_enter(data, rc, &r);
   if (l && l->state == L_DELETING) {
     if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
         rc == ZCLOSING || rc == ZINVALIDSTATE) {
@@ -533,6 +566,7 @@ void zkl_lock_on_connected(zkl_lock *l) {
 void zkl_lock_on_expired(zkl_lock *l) {
   if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
     return;
+  if (l->state == L_HELD) lock_lost_event(l);
   free(l->node);
   l->node = NULL;
   l->create_out = 0;
@@ -601,9 +635,9 @@ int zkl_lock_start(zkl_lock *l, zkl_error *err) {
 static int lock_held_now(zkl_lock *l) {
   zkl_client *c = l->c;
   if (l->state != L_HELD || l->lost) return 0;
-  if (c->state == ZKL_CONNECTED) return 1;
-  return c->state == ZKL_CONNECTING &&
-         zkl_now() < c->disconnected_at + c->timeout_ms / 3000.0;
+  if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
+  return zkl_now() < c->heard + c->timeout_ms / 1000.0 -
+                     zkl_client_margin(c);
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
@@ -649,6 +683,22 @@ static void lock_release_locked(zkl_lock *l) {
     l->selfref = 1;
     l->refs++;
   }
+}
+
+int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
+  if (l->state != L_HELD || l->lost) return 0;
+  if (now < deadline) return 1;
+  /* the server may have expired us: the hold is over, whatever comes; if
+   * the session lives after all, our node must not outlive our belief */
+  lock_lost_event(l);
+  lock_release_locked(l);
+  l->err.code = ZKL_ELOCK_LOST;
+  snprintf(l->err.msg, sizeof l->err.msg, "lock lost: the server was not "
+           "heard from for the session timeout (%.1fs)",
+           l->c->timeout_ms / 1000.0);
+  zkl_client_touch(l->c, l->wake_id);
+  zkl_client_changed(l->c);
+  return 0;
 }
 
 void zkl_lock_release(zkl_lock *l) {

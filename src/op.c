@@ -3,13 +3,14 @@
  * a node to go (barrier wait), and the double barrier's enter and leave
  * loops.  Like lock.c, every function below runs with the client's mutex
  * held unless it says "Lua thread"; requests carry the op's epoch. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zkl.h"
 
 enum { S_MAIN, S_PARENTS, S_READY, S_COUNT, S_MKREADY, S_DELOURS, S_RMREADY,
-       S_WATCH };
+       S_WATCH, S_FCREATE };
 
 static void op_step(zkl_op *op);
 
@@ -67,9 +68,10 @@ static int op_sent(zkl_op *op, zkl_req *r, int rc, const char *what) {
   return 0;
 }
 
-static zkl_op *op_enter(const void *data, zkl_req **rp) {
+static zkl_op *op_enter(const void *data, int rc, zkl_req **rp) {
   zkl_req *r = (zkl_req *)data;
   pthread_mutex_lock(&r->c->mu);
+  zkl_client_heard(r->c, r->sent, rc);
   *rp = r;
   return r->op->epoch == r->epoch && !r->op->done ? r->op : NULL;
 }
@@ -141,7 +143,7 @@ static void op_parents(zkl_op *op, const char *target) {
 
 static void op_string_cb(int rc, const char *value, const void *data) {
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   (void)value;
   if (!op) { op_leave(r); return; }
   if (op->stage == S_PARENTS) {
@@ -173,7 +175,7 @@ static void op_string_cb(int rc, const char *value, const void *data) {
 
 static void op_set_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   (void)st;
   if (op) {
     if (zkl_is_cut(rc)) op->redo = 1;
@@ -185,7 +187,7 @@ static void op_set_cb(int rc, const struct Stat *st, const void *data) {
 static void op_data_cb(int rc, const char *value, int value_len,
                        const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   if (op) {
     if (zkl_is_cut(rc)) {
       op->redo = 1;
@@ -207,9 +209,40 @@ static void op_data_cb(int rc, const char *value, int value_len,
   op_leave(r);
 }
 
+/* FENCED: check(our lock node) + set or create, all or nothing */
+static void op_multi_cb(int rc, const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, rc, &r);
+  if (!op) { op_leave(r); return; }
+  if (zkl_is_cut(rc)) {
+    op->redo = 1;
+  } else if (rc == ZOK) {
+    op->result = op->stage == S_MAIN ? op->mstat.version : 0;
+    op->zxid = op->stage == S_MAIN ? op->mstat.mzxid : 0;
+    op_finish(op, ZOK, NULL);
+  } else if (op->mres[0].err != ZOK &&
+             op->mres[0].err != ZRUNTIMEINCONSISTENCY) {
+    op_finish(op, op->mres[0].err, op->ours);
+    if (op->mres[0].err == ZNONODE) {
+      op->err.code = ZKL_ELOCK_LOST;
+      snprintf(op->err.msg, sizeof op->err.msg, "lock lost: %s is gone",
+               op->ours);
+    }
+  } else if (op->stage == S_MAIN && rc == ZNONODE) {
+    op_goto(op, S_FCREATE);             /* no such node yet: create it */
+  } else if (op->stage == S_FCREATE && rc == ZNONODE) {
+    op_parents(op, op->path);           /* its parents first */
+  } else if (op->stage == S_FCREATE && rc == ZNODEEXISTS) {
+    op_goto(op, S_MAIN);                /* someone was quicker: set */
+  } else {
+    op_finish(op, rc, op->path);
+  }
+  op_leave(r);
+}
+
 static void op_void_cb(int rc, const void *data) { /* deletes */
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   if (!op) { op_leave(r); return; }
   if (zkl_is_cut(rc)) {
     op->redo = 1;
@@ -228,7 +261,7 @@ static void op_void_cb(int rc, const void *data) { /* deletes */
 
 static void op_stat_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   (void)st;
   if (!op) { op_leave(r); return; }
   if (rc != ZOK && rc != ZNONODE) {
@@ -266,7 +299,7 @@ static void op_leave_decide(zkl_op *op, char **m, int n) {
 static void op_children_cb(int rc, const struct String_vector *sv,
                            const void *data) {
   zkl_req *r;
-  zkl_op *op = op_enter(data, &r);
+  zkl_op *op = op_enter(data, rc, &r);
   int i, n = 0;
   char **m;
   if (!op) { op_leave(r); return; }
@@ -337,6 +370,12 @@ static void op_step(zkl_op *op) {
                     r); break;
     case ZKL_OP_GET:
       rc = zoo_aget(zh, op->path, 0, op_data_cb, r); break;
+    case ZKL_OP_FENCED:
+      zoo_check_op_init(&op->mops[0], op->ours, -1);
+      zoo_set_op_init(&op->mops[1], op->path, op->data, op->datalen, -1,
+                      &op->mstat);
+      memset(op->mres, 0, sizeof op->mres);
+      rc = zoo_amulti(zh, 2, op->mops, op->mres, op_multi_cb, r); break;
     case ZKL_OP_WAIT_GONE:
       op_set_watch(op, strdup(op->path));
       rc = zoo_aexists(zh, op->path, 1, op_stat_cb, r); break;
@@ -364,6 +403,14 @@ static void op_step(zkl_op *op) {
     rc = op->watch ? zoo_aexists(zh, op->watch, 1, op_stat_cb, r)
                    : ZSYSTEMERROR;
     break;
+  case S_FCREATE: {
+    zoo_check_op_init(&op->mops[0], op->ours, -1);
+    zoo_create_op_init(&op->mops[1], op->path, op->data, op->datalen,
+                       op->c->acl, 0, op->mname, sizeof op->mname);
+    memset(op->mres, 0, sizeof op->mres);
+    rc = zoo_amulti(zh, 2, op->mops, op->mres, op_multi_cb, r);
+    break;
+  }
   }
   free(ready);
   op_sent(op, r, rc, op->path);
@@ -464,6 +511,18 @@ zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
 zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err) {
   zkl_op *op = op_new(c, ZKL_OP_GET, path, err);
   return op ? op_start(op, err) : NULL;
+}
+
+zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
+                      const char *data, int datalen, zkl_error *err) {
+  zkl_op *op = op_new(c, ZKL_OP_FENCED, path, err);
+  if (!op) return NULL;
+  if (!op_setdata(op, data, datalen) || !(op->ours = strdup(lock_node))) {
+    free(op->data); free(op->path); free(op);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  return op_start(op, err);
 }
 
 zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err) {

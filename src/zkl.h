@@ -84,7 +84,22 @@ typedef struct zkl_client {
   unsigned long gen;      /* bumped (and cv broadcast) on every change */
   int64_t session_id;
   int timeout_ms;         /* negotiated session timeout */
+  int timeout_req;        /* the one asked for */
   double disconnected_at; /* monotonic; 0 while connected */
+  /* The server last heard us no earlier than `heard`: the send time of
+   * the newest request it answered.  It cannot expire the session before
+   * heard + timeout; holds are believed until a margin before that. */
+  double heard;
+  /* The timer thread: probes the server while a lock is held (so `heard`
+   * stays fresh), declares holds lost at heard + timeout, and opens a new
+   * session after an expiry (renew). */
+  pthread_t timer;
+  pthread_cond_t tcv;
+  int timer_on, timer_stop, probe_out, renew, renewing;
+  double probe_at;        /* when the last probe was sent */
+  char *hosts;            /* connect string, for a new session */
+  char *auth_scheme, *auth_cred; int auth_len;
+  unsigned long n_sessions, n_lost;
   pid_t pid;              /* process that opened the session */
   const struct ACL_vector *acl;
   struct zkl_lock *locks; /* live lock attempts, for watch dispatch */
@@ -108,7 +123,7 @@ typedef struct zkl_client {
 
 /* Something Lua must call back about (revocation asked), queued on a
  * ZooKeeper thread and taken by the Lua thread (zk:dispatch()). */
-enum { ZKL_EV_REVOKE };
+enum { ZKL_EV_REVOKE, ZKL_EV_LOST };
 typedef struct zkl_event {
   struct zkl_event *next;
   int type;
@@ -118,7 +133,17 @@ typedef struct zkl_event {
 void zkl_event_push(zkl_client *c, int type, const char *path); /* mu held */
 
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
-                           zkl_error *err);
+                           int renew, zkl_error *err);
+/* Sent now and again to every new session; 0 with err on failure. */
+int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
+                        int len, zkl_error *err);
+/* The server answered a request sent at `sent` (rc: its answer): it heard
+ * us then.  With mu held. */
+void zkl_client_heard(zkl_client *c, double sent, int rc);
+/* A lock became held: the timer thread starts probing. mu held. */
+void zkl_client_kick(zkl_client *c);
+/* seconds before heard + timeout at which holds stop being believed */
+double zkl_client_margin(const zkl_client *c);
 void zkl_client_close(zkl_client *c);
 void zkl_client_unref(zkl_client *c); /* Lua thread only */
 int zkl_client_forked(const zkl_client *c);
@@ -147,6 +172,7 @@ typedef struct zkl_req {
   struct zkl_op *op;      /* owner, or NULL */
   int epoch;
   int kind;
+  double sent;            /* monotonic, taken before sending */
 } zkl_req;
 
 zkl_req *zkl_req_new(zkl_client *c, struct zkl_lock *l, struct zkl_op *op,
@@ -155,7 +181,8 @@ void zkl_req_done(zkl_req *r); /* with mu held; drops the owner's ref */
 
 /* ---- op.c: one-shot operations Lua polls for --------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
-       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET };
+       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
+       ZKL_OP_FENCED };
 typedef struct zkl_op {
   struct zkl_op *prev, *next; /* client's list */
   zkl_client *c;
@@ -177,6 +204,12 @@ typedef struct zkl_op {
   char *watch;    /* full path whose watch event moves us on */
   char **names;   /* CHILDREN: sorted contenders */
   int n;
+  /* FENCED: check(ours) + set(path) or create(path), in one multi-op */
+  zoo_op_t mops[2];
+  zoo_op_result_t mres[2];
+  struct Stat mstat;
+  int64_t zxid;   /* FENCED: the write's mzxid */
+  char mname[8];  /* FENCED: the created name (not used) */
 } zkl_op;
 
 /* All from the Lua thread; NULL with err set when it cannot start. */
@@ -189,6 +222,10 @@ zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
                    int datalen, zkl_error *err);
 zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
 zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
+/* Write data to path (creating it and its parents) only while the node
+ * `lock_node` exists, atomically: fails with LOCK_LOST when it does not. */
+zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
+                      const char *data, int datalen, zkl_error *err);
 /* enter: create `ours` (ephemeral), then wait for <path>/ready, creating it
  * once `members` member nodes exist; leave: the recipe's leave loop. */
 zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
@@ -258,6 +295,9 @@ int zkl_lock_held(zkl_lock *l);
 /* hooks called by client.c with mu held */
 void zkl_lock_on_connected(zkl_lock *l);
 void zkl_lock_on_expired(zkl_lock *l);
+/* The timer thread: a hold not confirmed by the server by `deadline` is
+ * lost.  Returns 1 while l is a hold still believed. */
+int zkl_lock_check_lost(zkl_lock *l, double now, double deadline);
 void zkl_lock_on_watch(zkl_lock *l, int type, const char *path);
 void zkl_lock_unref(zkl_lock *l);   /* with mu held */
 void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */

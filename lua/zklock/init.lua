@@ -121,7 +121,8 @@ end
 -- ---------------------------------------------------------------------------
 -- callbacks: queued in C on ZooKeeper's threads, run here, in Lua
 
--- node path -> { lock =, fn =, owner = } for revocable holds, per client
+-- node path -> { lock =, owner = } for holds with on_revoke or on_lost
+-- callbacks, per client
 local revocable = setmetatable({}, WEAK_KEYS)
 
 local function report(what, err)
@@ -138,14 +139,17 @@ local function dispatch(client, evs)
   local reg = revocable[client]
   for _, ev in ipairs(evs) do
     local r = reg and reg[ev[2]]
-    if ev[1] == "revoke" and r then
+    local f = r and unbox(r.lock)
+    local fn = f and (ev[1] == "revoke" and f.revoke_fn
+      or ev[1] == "lost" and f.lost_fn)
+    if fn then
       local co = co_running() or MAIN
       local saved = acting[co]
       acting[co] = r.owner
-      local ok, err = xpcall(r.fn, debug.traceback, r.lock)
+      local ok, err = xpcall(fn, debug.traceback, r.lock)
       acting[co] = saved
       n = n + 1
-      if not ok then report("on_revoke", err) end
+      if not ok then report("on_" .. ev[1], err) end
     end
   end
   return n
@@ -207,6 +211,7 @@ end
 -- client
 
 local ACLS = { open = 0, creator = 1, read = 2 }
+local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
 
 -- Checks the arguments and opens the session without waiting for it.
 -- @return client, connect_timeout | nil, msg, code
@@ -235,8 +240,14 @@ local function open(hosts, opts, fname)
       or type(auth[2]) ~= "string") then
     argerror(2, fname, "auth must be { scheme, credential }")
   end
-  local c, msg, code = core.connect(hosts, floor(st * 1000), acl)
+  local renew = opts.renew_session
+  if renew ~= nil and type(renew) ~= "boolean" then
+    argerror(2, fname, "renew_session must be a boolean")
+  end
+  local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
+    renew ~= false)
   if not c then return nil, msg, code end
+  if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])
     if not ok then c:close(); return nil, amsg, acode end
@@ -249,7 +260,8 @@ M._open = open
 -- @string hosts connect string, "127.0.0.1:2181,127.0.0.1:2182/chroot"
 -- @tparam[opt] table opts `session_timeout` (s, default 10),
 --  `connect_timeout` (s, default 10), `acl` ("open"|"creator"|"read"),
---  `auth` ({scheme, credential})
+--  `auth` ({scheme, credential}), `renew_session` (default true: after
+--  an expiry the client opens a new session by itself)
 -- @return client, or nil, message, code
 function M.connect(hosts, opts)
   local c, ct, code = open(hosts, opts, "connect")
@@ -330,7 +342,8 @@ function client_methods:mutex(path)
     { kind = "mutex", markers = "mutex", name = "zklock.mutex" })
 end
 
--- Make a hold revocable: C watches the node's data for "__REVOKE__".
+-- Register a hold for its callbacks; a revocable one has C watch the
+-- node's data for "__REVOKE__".
 arm_revoke = function(f, own, lock, owner)
   local node = own.att:info()
   if not node then return end
@@ -339,9 +352,9 @@ arm_revoke = function(f, own, lock, owner)
     reg = {}
     revocable[f.client] = reg
   end
-  reg[f.path .. "/" .. node] = setmetatable(
-    { lock = lock, fn = f.revoke_fn, owner = owner }, WEAK_VALUES)
-  own.att:revocable()
+  own.key = f.path .. "/" .. node
+  reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
+  if f.revoke_fn then own.att:revocable() end
 end
 
 --- Make the lock revocable (Curator `makeRevocable`): when someone asks
@@ -354,6 +367,23 @@ function Lock:on_revoke(fn)
     argerror(1, "on_revoke", "function expected, got " .. type(fn))
   end
   f.revoke_fn = fn
+  for co, own in pairs(f.owners) do arm_revoke(f, own, self, co) end
+  return self
+end
+
+--- Call `fn(lock)` when a hold of this lock is lost without a release:
+-- the session expired, or the server was not heard from for the session
+-- timeout (it may have expired the session: the lock may be someone
+-- else's now).  Runs in Lua on behalf of the holder, inside a zklock wait,
+-- `zk:dispatch()`, or zklock.ngx's timer.  By then `is_held()` is false;
+-- `release()` answers nil, "lock lost", "lock_lost" and forgets the hold.
+-- Applies to the current hold and to later ones.  @return the lock
+function Lock:on_lost(fn)
+  local f = fields(self, "on_lost")
+  if type(fn) ~= "function" then
+    argerror(1, "on_lost", "function expected, got " .. type(fn))
+  end
+  f.lost_fn = fn
   for co, own in pairs(f.owners) do arm_revoke(f, own, self, co) end
   return self
 end
@@ -389,6 +419,14 @@ local function take(f, timeout, ignore)
   local client = f.client
   local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
   local ok, msg, code = att:start()
+  if not ok and code == "session_expired" and renews[client] then
+    -- the timer thread is opening a new session: wait for it
+    local st = await(client, { poll = function()
+      local s, gen = client:_poll()
+      return s == "expired" and "pending" or s, gen
+    end }, now() + (timeout or client:session_timeout()))
+    if st ~= "timeout" then ok, msg, code = att:start() end
+  end
   if not ok then return nil, msg, code end
   local st
   st, msg, code = await(client, att, timeout and now() + timeout,
@@ -450,7 +488,7 @@ function Lock:acquire(timeout)
   -- ephemerons, and a hold of a coroutine that is gone must be collectable)
   own = { att = att, count = 1, downgrade = downgrade }
   f.owners[co] = own
-  if f.revoke_fn then arm_revoke(f, own, self, co) end
+  if f.revoke_fn or f.lost_fn then arm_revoke(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
   return self
 end
@@ -471,7 +509,7 @@ function Lock:release()
   f.owners[co] = nil
   local reg = revocable[f.client]
   local node = own.att:info()
-  if reg and node then reg[f.path .. "/" .. node] = nil end
+  if reg and own.key then reg[own.key] = nil end
   local reader = f.kind == "write" and f.partner.owners[co]
   if reader and reader.downgrade and not reader.keep then
     -- downgraded: our read node sorts after any writer that queued between
@@ -846,6 +884,37 @@ end
 -- ---------------------------------------------------------------------------
 -- plain data: what a lock usually guards (a counter, a config)
 
+--- Fenced write: set node `path` to `data` (creating it, and its parents,
+-- when missing) only while this hold's lock node still exists, in one
+-- ZooKeeper multi-op (check our node, then write).  A holder whose session
+-- expired, or who lost the lock while paused, is refused even if it still
+-- believes it holds.  Accepted writes on one path follow the holds in
+-- order; their tokens (`token()`) strictly increase.
+-- @return the node's new data version and the write's zxid, or nil, msg,
+-- code ("lock_lost", "timeout", ...)
+function Lock:fenced_set(path, data, timeout)
+  local f = fields(self, "fenced_set")
+  check_path(path, 1, "fenced_set")
+  if type(data) ~= "string" then
+    argerror(2, "fenced_set", "string expected, got " .. type(data))
+  end
+  timeout = check_timeout(timeout, 3, "fenced_set")
+  local own = f.owners[f.single and f or me()]
+  if not own then
+    argerror(1, "fenced_set", f.name .. " " .. f.path ..
+      " is not held by the calling coroutine")
+  end
+  local node = own.att:info()
+  if not node then return nil, "lock lost", "lock_lost" end
+  local v, zxid, code = call_op(f.client, timeout or
+    f.client:session_timeout(), "_fenced", f.path .. "/" .. node, path, data)
+  if v then return v, zxid end
+  if code == "session_expired" then
+    return nil, "lock lost: session expired", "lock_lost"
+  end
+  return nil, zxid, code
+end
+
 local function check_client(self, fname)
   if not core.is_client(self) then
     argerror(1, fname, "zklock client expected")
@@ -1051,8 +1120,10 @@ end
 -- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`
 -- @return fn's results, or nil, message, code when not acquired
 local function finish(lock, ok, ...)
-  lock:release()
+  local released, msg, code = lock:release()
   if not ok then error((...), 0) end
+  -- fn ran, but not (all of it) under the lock: the caller must know
+  if not released and code == "lock_lost" then return nil, msg, code end
   return ...
 end
 
@@ -1074,6 +1145,13 @@ function M.with_lock(lock, a, ...)
     argerror(3, "with_lock", "function expected, got " .. type((...)))
   end
   return run(lock, a, ...)
+end
+
+--- Counters of this client: `requests` sent, `watch_events` received,
+-- `renewed` (new sessions opened after an expiry), `lost` (holds lost).
+function client_methods:stats()
+  check_client(self, "stats")
+  return self:_stats()
 end
 
 --- Client methods written in Lua, for reference: `zk:mutex(path)`.

@@ -1,0 +1,200 @@
+-- Lock lost, fencing and session renewal against a real server: a holder
+-- frozen past its session timeout stops believing at once, hears on_lost,
+-- and is refused by the fence; the client then opens a new session.
+local H = require "spec.helpers"
+
+local function parse(text)
+  local t = {}
+  for k, v in (text or ""):gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
+  return t
+end
+
+describe("lock lost", function()
+  local srv
+
+  lazy_setup(function() srv = H.testing.server() end)
+  lazy_teardown(function()
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  -- freeze a holder worker past its session timeout; returns its report
+  -- and the token of the hold the waiter got meanwhile
+  local function freeze_holder(renew)
+    local path, fpath = H.path("lost"), H.path("fenced")
+    local ready, result = H.tmpname("ready"), H.tmpname("result")
+    local st = 2
+    local p = H.spawn("spec/workers/lost.lua", srv.connect_string, path,
+      ready, result, st, renew and "1" or "0", fpath)
+    local report, waiter_token, fenced_by_waiter
+    local ok, err = pcall(function()
+      local holder_token = tonumber(H.wait_until(function()
+        return H.read(ready) end, 30, "holder ready"))
+      local zk = H.connect(srv)
+      local m = zk:mutex(path)
+      p:kill("STOP")
+      assert.equal(m, m:acquire(30)) -- the server expired the frozen one
+      waiter_token = m:token()
+      assert.is_true(waiter_token > holder_token)
+      fenced_by_waiter = { m:fenced_set(fpath, "waiter") }
+      -- stay frozen a while after the expiry, then resume while we hold
+      H.nap(0.5)
+      p:kill("CONT")
+      local rc = p:wait(60)
+      assert(rc == 0, "worker exited " .. rc .. ": " .. p:output())
+      report = parse(H.read(result))
+      assert.is_true(m:is_held())
+      assert.equal("waiter", (zk:get(fpath)))
+      m:release()
+      zk:close()
+    end)
+    p:kill("CONT")
+    p:cleanup()
+    os.remove(ready)
+    os.remove(result)
+    assert(ok, err)
+    assert.is_number(fenced_by_waiter[1])
+    return report
+  end
+
+  it("a holder frozen past the session timeout answers is_held() false " ..
+     "at once on resuming, runs on_lost, and its fenced write and release " ..
+     "say lock_lost; the client renews its session", function()
+    local r = freeze_holder(true)
+    -- the first answer after the freeze was already false
+    assert.is_true(tonumber(r.gap) > 2, "gap " .. tostring(r.gap))
+    assert.equal("1", r.lost_calls)
+    assert.equal("false", r.held_in_cb)
+    assert.equal("lock_lost", r.fenced)
+    assert.equal("lock_lost", r.release)
+    assert.equal("ok", r.reacquire)
+    assert.equal("true", r.new_session)
+    assert.equal("true", r.new_token_higher)
+    assert.equal("1", r.renewed)
+  end)
+
+  it("with renew_session = false the client stays expired", function()
+    local r = freeze_holder(false)
+    assert.equal("1", r.lost_calls)
+    assert.equal("lock_lost", r.fenced)
+    assert.equal("lock_lost", r.release)
+    assert.equal("session_expired", r.reacquire)
+    assert.equal("expired", r.state)
+    assert.equal("0", r.renewed)
+  end)
+
+  it("a server silent past the session timeout: the hold is lost even " ..
+     "if the session survives, and its node is deleted", function()
+    local path = H.path("silent")
+    local zk = H.connect(srv, { session_timeout = 2 })
+    local m = zk:mutex(path)
+    local lost = 0
+    m:on_lost(function() lost = lost + 1 end)
+    assert(m:acquire(5))
+    local node = m:node()
+    srv:pause()
+    local ok, err = pcall(function()
+      -- the timer thread declares it lost at (last heard + timeout)
+      H.wait_until(function() return not m:is_held() end, 10, "not held")
+      H.wait_until(function() zk:dispatch(); return lost == 1 end, 10,
+        "on_lost")
+    end)
+    srv:resume()
+    assert(ok, err)
+    assert.same({ nil, "lock lost", "lock_lost" }, { m:release() })
+    -- whichever session we have now, that node is not left behind
+    local other = H.connect(srv)
+    H.wait_until(function()
+      for _, n in ipairs(H.lock_nodes(other, path)) do
+        if n == node then return false end
+      end
+      return true
+    end, 20, "lost node deleted")
+    assert.equal(m, m:acquire(10))
+    m:release()
+    other:close()
+    zk:close()
+  end)
+
+  it("with_lock reports a lock lost during fn", function()
+    local path = H.path("with-lost")
+    local zk = H.connect(srv, { session_timeout = 2 })
+    local m = zk:mutex(path)
+    local a, b, c = H.zklock.with_lock(m, 5, function()
+      srv:pause()
+      local ok, err = pcall(H.wait_until, function()
+        return zk:stats().lost > 0 end, 10, "lost")
+      srv:resume()
+      assert(ok, err)
+      return "done"
+    end)
+    assert.same({ nil, "lock lost", "lock_lost" }, { a, b, c })
+    zk:close()
+  end)
+end)
+
+describe("fencing", function()
+  local srv, zk
+
+  lazy_setup(function()
+    srv = H.testing.server()
+    zk = H.connect(srv)
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  it("fenced_set creates, then sets, only while the lock node exists",
+     function()
+    local path, target = H.path("fence"), H.path("fenced") .. "/a/b"
+    local m = zk:mutex(path)
+    assert(m:acquire(5))
+    local v1, z1 = m:fenced_set(target, "one")
+    assert.equal(0, v1)
+    local v2, z2 = m:fenced_set(target, "two")
+    assert.equal(1, v2)
+    assert.is_true(z2 > (z1 or 0))
+    assert.same({ "two", 1 }, { zk:get(target) })
+    -- the lock node goes (an operator, a reaper...): the fence holds
+    local other = H.connect(srv)
+    local op = assert(other:_delete(m:node()))
+    assert.equal("done", H.zklock._await(other, op, H.now() + 10))
+    local r, msg, code = m:fenced_set(target, "three")
+    assert.is_nil(r)
+    assert.equal("lock_lost", code)
+    assert.matches("lock lost", msg)
+    assert.same({ "two", 1 }, { zk:get(target) })
+    m:release()
+    other:close()
+  end)
+
+  it("fenced_set refuses a caller that does not hold the lock, and " ..
+     "bad arguments", function()
+    local m = zk:mutex(H.path("fence-misuse"))
+    local ok, err = pcall(m.fenced_set, m, "/x", "y")
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'fenced_set' %(.*not held", err)
+    assert(m:acquire(5))
+    ok, err = pcall(m.fenced_set, m, "x", "y")
+    assert.matches("bad argument #1 to 'fenced_set' %(path must start", err)
+    ok, err = pcall(m.fenced_set, m, "/x", 42)
+    assert.matches("bad argument #2 to 'fenced_set' %(string expected", err)
+    m:release()
+  end)
+
+  it("tokens strictly increase across holders of a path", function()
+    local path = H.path("tokens")
+    local zk2 = H.connect(srv)
+    local a, b = zk:mutex(path), zk2:mutex(path)
+    local last = 0
+    for i = 1, 6 do
+      local m = i % 2 == 0 and a or b
+      assert(m:acquire(5))
+      local t = m:token()
+      assert.is_true(t > last)
+      last = t
+      m:release()
+    end
+    zk2:close()
+  end)
+end)
