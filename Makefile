@@ -9,7 +9,7 @@ ZK_CFLAGS   = -DTHREADED -D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden
 LIBS        = -lzookeeper_mt -lpthread
 
 SRC  = src/core.c src/lclient.c src/llock.c src/client.c src/lock.c \
-       src/op.c src/names.c src/netutil.c
+       src/op.c src/names.c src/netutil.c src/proxy.c
 HDRS = src/zkl.h src/lbind.h src/compat.h
 
 # Debian packages: what `make deps` installs when missing.

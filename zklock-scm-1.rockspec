@@ -32,6 +32,7 @@ build = {
       sources = {
         "src/core.c", "src/lclient.c", "src/llock.c", "src/client.c",
         "src/lock.c", "src/op.c", "src/names.c", "src/netutil.c",
+        "src/proxy.c",
       },
       defines = { "THREADED", "_GNU_SOURCE" },
       incdirs = { "$(ZOOKEEPER_INCDIR)" },

@@ -20,6 +20,7 @@ int luaopen_zklock_core(lua_State *L) {
   lua_newtable(L);
   zkl_open_client(L);
   zkl_open_lock(L);
+  zkl_open_proxy(L);
   lua_newtable(L); /* errors: code -> code */
   for (i = 1; i < ZKL_NCODES; i++) {
     lua_pushstring(L, zkl_code_name(i));

@@ -20,6 +20,7 @@ void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
 
 void zkl_open_client(lua_State *L); /* add to the module table on top */
 void zkl_open_lock(lua_State *L);
+void zkl_open_proxy(lua_State *L); /* zklock.testing's TCP proxy */
 
 #pragma GCC visibility pop
 

@@ -466,6 +466,8 @@ static void lock_list_cb(int rc, const struct String_vector *sv,
   if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
     if (rc == ZOK && l->state == L_RECOVER) lock_recovered(l, sv);
     else if (rc == ZOK) lock_evaluate(l, sv);
+    else if (rc == ZNONODE && l->state == L_RECOVER) /* nothing was made */
+      l->abandon ? lock_finish(l, ZOK, NULL) : lock_create(l);
     else if (rc == ZNONODE) lock_finish(l, rc, l->path);
     else lock_trouble(l, rc, l->path);
   }

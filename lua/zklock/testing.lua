@@ -452,6 +452,23 @@ function M.close_all()
   for _, st in ipairs(all) do close(st) end
 end
 
+--- A loopback TCP proxy in front of `target` (a server or cluster member,
+-- or a port), run by a thread of this process, to make connection faults
+-- happen on command: `stall(up, down)` stops (true) or resumes (false)
+-- forwarding client->server and server->client (stall down, send, cut: the
+-- server applies a request whose reply never arrives); `cut()` closes every
+-- connection; `refuse(on)` closes new ones at once; `stats()`; `close()`.
+-- @return proxy, with `port()` and `connect_string()`
+function M.proxy(target)
+  local port = type(target) == "number" and target or target.port
+  local p = core.proxy(port)
+  local mt = getmetatable(p).__index
+  if not mt.connect_string then
+    function mt.connect_string(self) return HOST .. ":" .. self:port() end
+  end
+  return p
+end
+
 -- For the specs' own process handling: state letter and start time of a
 -- process, or nil when there is none.
 M._proc_stat = proc_stat
