@@ -18,7 +18,7 @@ DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
        nginx-light libnginx-mod-http-lua curl wrk
 
-.PHONY: all deps test demo bench memcheck asan clean
+.PHONY: all deps test demo bench memcheck asan torture clean
 
 all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so
 
@@ -47,6 +47,11 @@ demo: deps all
 
 bench: deps all
 	@sh bench/run.sh
+
+# minutes: workers on a 3-member ensemble through fault-injecting proxies,
+# then a checker; and the checker proven against a broken lock
+torture: deps all
+	@sh spec/torture.sh full
 
 memcheck: deps all
 	@sh spec/memcheck.sh

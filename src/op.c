@@ -42,6 +42,10 @@ static void op_finish(zkl_op *op, int rc, const char *what) {
   op->epoch++;
   if (rc == ZOK) op->err.code = ZKL_OK;
   else if (zkl_client_usable(op->c, &op->err)) zkl_seterr_rc(&op->err, rc, what);
+  if (rc != ZOK && op->kind == ZKL_OP_FENCED && op->maybe)
+    zkl_seterr(&op->err, ZKL_ECONNECTION_LOSS, "fenced write to %s: the "
+               "connection was cut with it in flight, and it could not be "
+               "confirmed since: it may have been applied", op->path);
   op_set_watch(op, NULL); /* only now: `what` may be op->watch */
   zkl_client_touch(op->c, op->wake_id);
   zkl_client_changed(op->c);
@@ -216,6 +220,7 @@ static void op_multi_cb(int rc, const void *data) {
   if (!op) { op_leave(r); return; }
   if (zkl_is_cut(rc)) {
     op->redo = 1;
+    op->maybe = 1; /* applied or not: nobody can tell any more */
   } else if (rc == ZOK) {
     op->result = op->stage == S_MAIN ? op->mstat.version : 0;
     op->zxid = op->stage == S_MAIN ? op->mstat.mzxid : 0;
@@ -223,7 +228,7 @@ static void op_multi_cb(int rc, const void *data) {
   } else if (op->mres[0].err != ZOK &&
              op->mres[0].err != ZRUNTIMEINCONSISTENCY) {
     op_finish(op, op->mres[0].err, op->ours);
-    if (op->mres[0].err == ZNONODE) {
+    if (op->mres[0].err == ZNONODE && !op->maybe) {
       op->err.code = ZKL_ELOCK_LOST;
       snprintf(op->err.msg, sizeof op->err.msg, "lock lost: %s is gone",
                op->ours);

@@ -210,6 +210,7 @@ typedef struct zkl_op {
   struct Stat mstat;
   int64_t zxid;   /* FENCED: the write's mzxid */
   char mname[8];  /* FENCED: the created name (not used) */
+  int maybe;      /* FENCED: a try was cut: a failure is not certain */
 } zkl_op;
 
 /* All from the Lua thread; NULL with err set when it cannot start. */

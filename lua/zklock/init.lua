@@ -891,7 +891,9 @@ end
 -- believes it holds.  Accepted writes on one path follow the holds in
 -- order; their tokens (`token()`) strictly increase.
 -- @return the node's new data version and the write's zxid, or nil, msg,
--- code ("lock_lost", "timeout", ...)
+-- code: "lock_lost" (not written), "connection_loss" (the connection was
+-- cut with the write in flight and it could not be confirmed: it may have
+-- been applied), "timeout", ...
 function Lock:fenced_set(path, data, timeout)
   local f = fields(self, "fenced_set")
   check_path(path, 1, "fenced_set")
@@ -1145,6 +1147,14 @@ function M.with_lock(lock, a, ...)
     argerror(3, "with_lock", "function expected, got " .. type((...)))
   end
   return run(lock, a, ...)
+end
+
+-- Testing only (the torture run proves its checker with it): a mutex
+-- whose contenders ignore up to n - 1 nodes ahead of them.  Broken on
+-- purpose; never use it to guard anything.
+function M._broken_mutex(client, path, n)
+  return new_lock(client, path, "mutex", { kind = "mutex", markers = "mutex",
+    name = "zklock.mutex", max_leases = n })
 end
 
 --- Counters of this client: `requests` sent, `watch_events` received,
