@@ -907,7 +907,10 @@ function Lock:fenced_set(path, data, timeout)
       " is not held by the calling coroutine")
   end
   local node = own.att:info()
-  if not node then return nil, "lock lost", "lock_lost" end
+  -- a hold known lost writes nothing (and so fails for certain)
+  if not node or own.att:poll() ~= "held" then
+    return nil, "lock lost", "lock_lost"
+  end
   local v, zxid, code = call_op(f.client, timeout or
     f.client:session_timeout(), "_fenced", f.path .. "/" .. node, path, data)
   if v then return v, zxid end
