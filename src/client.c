@@ -129,7 +129,11 @@ void zkl_client_heard(zkl_client *c, double sent, int rc) {
   if (sent > c->heard) c->heard = sent;
 }
 
-void zkl_client_kick(zkl_client *c) { pthread_cond_signal(&c->tcv); }
+void zkl_client_kick(zkl_client *c) {
+  if (!c->timer_idle) return; /* it wakes within a third of the timeout */
+  c->timer_idle = 0;
+  pthread_cond_signal(&c->tcv);
+}
 
 double zkl_client_margin(const zkl_client *c) {
   return c->timeout_ms / 10000.0; /* a tenth of the session timeout */
@@ -426,6 +430,7 @@ static void *client_timer(void *arg) {
       ln = l->next;
       any |= zkl_lock_check_lost(l, now, c->heard + t);
     }
+    c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
       if (c->heard + t < next) next = c->heard + t;
       if (c->state == ZKL_CONNECTED && c->zh && !c->closing &&

@@ -95,7 +95,7 @@ typedef struct zkl_client {
    * session after an expiry (renew). */
   pthread_t timer;
   pthread_cond_t tcv;
-  int timer_on, timer_stop, probe_out, renew, renewing;
+  int timer_on, timer_stop, timer_idle, probe_out, renew, renewing;
   double probe_at;        /* when the last probe was sent */
   char *hosts;            /* connect string, for a new session */
   char *auth_scheme, *auth_cred; int auth_len;

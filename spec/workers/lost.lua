@@ -23,13 +23,15 @@ fh:close()
 
 local out = {}
 local function put(k, v) out[#out + 1] = k .. "=" .. tostring(v) end
--- the freeze falls between two answers: the first one after it is false
+-- The freeze falls somewhere from the start of the last call answered true
+-- to the end of the first answered false: a gap that long means no true
+-- answer came after the freeze.
 local last_true, first_false = core.now(), nil
 local deadline = core.now() + 120
 while core.now() < deadline do
   local t = core.now()
-  if not m:is_held() then first_false = t; break end
-  last_true = core.now()
+  if not m:is_held() then first_false = core.now(); break end
+  last_true = t
   core.sleep(0.005)
 end
 put("gap", first_false and first_false - last_true)
