@@ -5,7 +5,8 @@ local C = {}
 
 --- Parse one worker's log text.
 -- @return { holds = { {t0, t1, token}... }, writes = { {zxid, token,
--- value, what}... }, failed = { code = n }, done = holds or nil }
+-- value, what}... }, sent = writes sent (P lines), failed = { code = n },
+-- done = holds or nil }
 function C.parse(text)
   local w = { holds = {}, writes = {}, failed = {}, done = nil }
   for line in (text or ""):gmatch("[^\n]+") do
@@ -17,6 +18,8 @@ function C.parse(text)
       local zxid, token, value, what = rest:match("^(%S+) (%S+) (%S+) (%S+)$")
       w.writes[#w.writes + 1] = { tonumber(zxid), tonumber(token),
         tonumber(value), what }
+    elseif kind == "P" then
+      w.sent = (w.sent or 0) + 1
     elseif kind == "F" then
       w.failed[rest] = (w.failed[rest] or 0) + 1
     elseif kind == "D" then
@@ -74,6 +77,10 @@ function C.check(workers, final, orphans, cycles, killed)
       if x[4] == "lost" then s.rejected = s.rejected + 1
       elseif x[4] == "unknown" then s.unknown = s.unknown + 1 end
     end
+    -- a write sent with no outcome logged: its worker was killed meanwhile
+    if w.sent and w.sent > #w.writes then
+      s.unknown = s.unknown + (w.sent - #w.writes)
+    end
     for _, n in pairs(w.failed) do s.failed_acquires = s.failed_acquires + n end
     if w.done and w.done >= cycles then s.finished = s.finished + 1 end
   end
@@ -83,8 +90,9 @@ function C.check(workers, final, orphans, cycles, killed)
   -- every accepted write added one; a write of unknown outcome may have
   s.final = final
   local lo, hi = s.accepted, s.accepted + s.unknown
-  s.lost_updates = (final and final >= lo and final <= hi) and 0
-    or math.abs((final or 0) - lo)
+  final = final or 0
+  s.lost_updates = final < lo and lo - final or final > hi and final - hi
+    or 0
   s.orphans = orphans or 0
   s.ok = s.overlaps == 0 and s.token_violations == 0 and s.lost_updates == 0
     and s.incomplete == 0 and s.orphans == 0

@@ -50,6 +50,15 @@ describe("torture checker", function()
     assert.equal(0, C.check({ b }, 1, 0, 0, 0).lost_updates)
   end)
 
+  it("counts a write sent by a worker killed before it logged the " ..
+     "outcome as unknown", function()
+    local a = log { "P 1 1", "W 5 1 1 ok", "P 2 2" } -- killed after P
+    local s = C.check({ a }, 2, 0, 1, 1)
+    assert.equal(1, s.unknown)
+    assert.equal(0, s.lost_updates)
+    assert.equal(1, C.check({ a }, 3, 0, 1, 1).lost_updates)
+  end)
+
   it("reports workers that did not finish, and orphans", function()
     local a = log { "H 1 2 1" }
     local s = C.check({ a }, 0, 0, 1, 0)

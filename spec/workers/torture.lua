@@ -5,7 +5,8 @@
 -- reads the counter and writes it back plus one with a fenced write.  The
 -- log holds, per line (monotonic times, system-wide clock):
 --   H <acquired> <last time is_held() was true> <token>   one per hold
---   W <zxid> <token> <value> ok|lost|unknown               each fenced write
+--   P <token> <value>                                      a fenced write sent
+--   W <zxid> <token> <value> ok|lost|unknown               ... and its outcome
 --   F <code>                                               a failed acquire
 --   D <holds>                                              finished
 local zklock = require "zklock"
@@ -45,6 +46,7 @@ while holds < cycles and core.now() < deadline do
     if data then
       local v = (tonumber(data) or 0) + 1
       core.sleep(work) -- the work done under the lock
+      log:write(("P %s %d\n"):format(tostring(token), v)) -- about to
       local ok, zxid, wcode = m:fenced_set(counter, tostring(v), st * 3)
       local what = ok and "ok" or wcode == "lock_lost" and "lost" or
         "unknown"
