@@ -2,6 +2,7 @@
  * condition variable every wait sleeps on.  ZooKeeper's threads only take
  * the mutex, advance C state and broadcast; they never touch Lua. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,13 +121,16 @@ void zkl_req_done(zkl_req *r) {
 /* ---- session ----------------------------------------------------------- */
 
 void zkl_client_heard(zkl_client *c, double sent, int rc) {
-  switch (rc) { /* no answer from a live session */
-  case ZCONNECTIONLOSS: case ZOPERATIONTIMEOUT: case ZCLOSING:
-  case ZINVALIDSTATE: case ZMARSHALLINGERROR: case ZSESSIONEXPIRED:
-  case ZSESSIONMOVED: case ZSYSTEMERROR: case ZAPIERROR:
-    return;
+  switch (rc) { /* what only a server's answer says (the library fails
+                 * unanswered requests with whatever broke the connection) */
+  case ZOK: case ZNONODE: case ZNODEEXISTS: case ZNOTEMPTY: case ZBADVERSION:
+  case ZNOAUTH: case ZNOCHILDRENFOREPHEMERALS: case ZINVALIDACL:
+  case ZBADARGUMENTS: case ZUNIMPLEMENTED:
+    if (sent > c->heard) c->heard = sent;
+    break;
+  default:
+    break;
   }
-  if (sent > c->heard) c->heard = sent;
 }
 
 void zkl_client_kick(zkl_client *c) {
@@ -288,7 +292,14 @@ static void client_watcher(zhandle_t *zh, int type, int state,
   zkl_lock *l, *next;
   zkl_op *op, *onext;
   pthread_mutex_lock(&c->mu);
-  if (zh != c->zh) { /* a session given up for a new one */
+  if (zh == c->old_zh) { /* a session given up, being closed */
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  /* the new session's first events: wait until the timer thread has
+   * stored its handle (zookeeper_init runs without the mutex) */
+  while (c->renewing) pthread_cond_wait(&c->cv, &c->mu);
+  if (zh != c->zh) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
@@ -299,7 +310,6 @@ static void client_watcher(zhandle_t *zh, int type, int state,
       const clientid_t *id = zoo_client_id(zh);
       c->session_id = id ? id->client_id : 0;
       c->timeout_ms = zoo_recv_timeout(zh);
-      c->disconnected_at = 0;
       c->probe_at = 0;
       if (c->state == ZKL_CONNECTING) {
         c->state = ZKL_CONNECTED;
@@ -314,10 +324,7 @@ static void client_watcher(zhandle_t *zh, int type, int state,
       }
     } else if (state == ZOO_CONNECTING_STATE ||
                state == ZOO_ASSOCIATING_STATE) {
-      if (c->state == ZKL_CONNECTED) {
-        c->state = ZKL_CONNECTING;
-        c->disconnected_at = zkl_now();
-      }
+      if (c->state == ZKL_CONNECTED) c->state = ZKL_CONNECTING;
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {
       if (c->state != ZKL_CLOSED)
@@ -385,22 +392,28 @@ static void client_probe(zkl_client *c, double now) {
 /* After an expiry: close the dead handle and open a new session (timer
  * thread, mu held on entry and return).  0 when none could be opened. */
 static int client_renew(zkl_client *c) {
-  zhandle_t *old = c->zh;
+  zhandle_t *old = c->zh, *zh;
   c->zh = NULL;
+  c->old_zh = old;
   c->renewing = 1;
   pthread_mutex_unlock(&c->mu);
   if (old) zookeeper_close(old); /* not a ZooKeeper thread: allowed */
   pthread_mutex_lock(&c->mu);
+  c->old_zh = NULL; /* gone: its address may come back */
   client_drain(c);
+  zh = NULL;
+  if (!c->closing && !c->timer_stop) {
+    /* without the mutex: name resolution may take long */
+    pthread_mutex_unlock(&c->mu);
+    zh = zookeeper_init(c->hosts, client_watcher, c->timeout_req, NULL, c, 0);
+    pthread_mutex_lock(&c->mu);
+  }
   c->renewing = 0;
-  if (c->closing || c->timer_stop) return 0;
-  /* with mu held, so the new session's watcher sees c->zh set */
-  c->zh = zookeeper_init(c->hosts, client_watcher, c->timeout_req, NULL, c,
-                         0);
-  if (!c->zh) return 0;
+  pthread_cond_broadcast(&c->cv); /* its watcher may wait for c->zh */
+  if (!zh) return 0;
+  c->zh = zh; /* (closed by zkl_client_close if that began meanwhile) */
   c->state = ZKL_CONNECTING;
   c->session_id = 0;
-  c->disconnected_at = zkl_now();
   c->n_sessions++;
   if (c->auth_scheme)
     zoo_add_auth(c->zh, c->auth_scheme, c->auth_cred, c->auth_len, NULL,
@@ -490,7 +503,13 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
     free(c);
     return NULL;
   }
-  c->timer_on = pthread_create(&c->timer, NULL, client_timer, c) == 0;
+  { /* the timer takes no signals: they are the process's (nginx...) */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    c->timer_on = pthread_create(&c->timer, NULL, client_timer, c) == 0;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  }
   pthread_mutex_unlock(&c->mu);
   if (!c->timer_on) {
     zkl_seterr(err, ZKL_EZK_ERROR, "cannot start the timer thread");
@@ -512,7 +531,8 @@ int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
   if (len > 0) memcpy(k, cred, (size_t)len);
   pthread_mutex_lock(&c->mu);
   rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, len, NULL, NULL)
-             : ZINVALIDSTATE;
+     : c->closing ? ZINVALIDSTATE
+     : ZOK; /* between sessions: the next one gets it */
   if (rc == ZOK) { /* kept for the sessions to come */
     free(c->auth_scheme); free(c->auth_cred);
     c->auth_scheme = s; c->auth_cred = k; c->auth_len = len;

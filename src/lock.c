@@ -693,11 +693,7 @@ int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
   /* the server may have expired us: the hold is over, whatever comes; if
    * the session lives after all, our node must not outlive our belief */
   lock_lost_event(l);
-  lock_release_locked(l);
-  l->err.code = ZKL_ELOCK_LOST;
-  snprintf(l->err.msg, sizeof l->err.msg, "lock lost: the server was not "
-           "heard from for the session timeout (%.1fs)",
-           l->c->timeout_ms / 1000.0);
+  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
   zkl_client_touch(l->c, l->wake_id);
   zkl_client_changed(l->c);
   return 0;

@@ -10,7 +10,7 @@
 #include "zkl.h"
 
 enum { S_MAIN, S_PARENTS, S_READY, S_COUNT, S_MKREADY, S_DELOURS, S_RMREADY,
-       S_WATCH, S_FCREATE };
+       S_WATCH, S_FCREATE, S_FSTAT };
 
 static void op_step(zkl_op *op);
 
@@ -38,6 +38,8 @@ static void op_set_watch(zkl_op *op, char *path) {
 }
 
 static void op_finish(zkl_op *op, int rc, const char *what) {
+  if (op->kind == ZKL_OP_FENCED && op->stage == S_FSTAT)
+    rc = ZOK; /* created for certain; only its zxid is missing (0) */
   op->done = 1;
   op->epoch++;
   if (rc == ZOK) op->err.code = ZKL_OK;
@@ -221,9 +223,12 @@ static void op_multi_cb(int rc, const void *data) {
   if (zkl_is_cut(rc)) {
     op->redo = 1;
     op->maybe = 1; /* applied or not: nobody can tell any more */
+  } else if (rc == ZOK && op->stage == S_FCREATE) {
+    op->result = 0;
+    op_goto(op, S_FSTAT); /* the create's zxid: the node's czxid */
   } else if (rc == ZOK) {
-    op->result = op->stage == S_MAIN ? op->mstat.version : 0;
-    op->zxid = op->stage == S_MAIN ? op->mstat.mzxid : 0;
+    op->result = op->mstat.version;
+    op->zxid = op->mstat.mzxid;
     op_finish(op, ZOK, NULL);
   } else if (op->mres[0].err != ZOK &&
              op->mres[0].err != ZRUNTIMEINCONSISTENCY) {
@@ -241,6 +246,20 @@ static void op_multi_cb(int rc, const void *data) {
     op_goto(op, S_MAIN);                /* someone was quicker: set */
   } else {
     op_finish(op, rc, op->path);
+  }
+  op_leave(r);
+}
+
+static void op_fstat_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_op *op = op_enter(data, rc, &r);
+  if (op) {
+    if (zkl_is_cut(rc)) {
+      op->redo = 1;
+    } else {
+      if (rc == ZOK) op->zxid = st->czxid;
+      op_finish(op, ZOK, NULL);
+    }
   }
   op_leave(r);
 }
@@ -408,6 +427,8 @@ static void op_step(zkl_op *op) {
     rc = op->watch ? zoo_aexists(zh, op->watch, 1, op_stat_cb, r)
                    : ZSYSTEMERROR;
     break;
+  case S_FSTAT:
+    rc = zoo_aexists(zh, op->path, 0, op_fstat_cb, r); break;
   case S_FCREATE: {
     zoo_check_op_init(&op->mops[0], op->ours, -1);
     zoo_create_op_init(&op->mops[1], op->path, op->data, op->datalen,

@@ -5,7 +5,9 @@
  * never arrives: stall replies, send, cut.
  *
  * One thread polls the listening socket, a wake-up pipe and every pair of
- * sockets; commands set flags under a mutex and write to the pipe. */
+ * sockets; commands set flags under a mutex and write to the pipe.  Only
+ * that thread touches the sockets, and never with the mutex held; a peer
+ * that takes nothing for a second loses its connection. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@ typedef struct {
   int n;
   int client[PROXY_MAX], server[PROXY_MAX];
   unsigned long cuts, accepted;
+  pid_t pid;
 } proxy;
 
 static void proxy_close_pair(proxy *p, int i) {
@@ -42,15 +45,28 @@ static void proxy_close_pair(proxy *p, int i) {
   p->server[i] = p->server[p->n];
 }
 
+/* Wait (at most a second) until fd can take more; 0 if it cannot. */
+static int proxy_room(int fd) {
+  struct pollfd pf;
+  pf.fd = fd;
+  pf.events = POLLOUT;
+  pf.revents = 0;
+  return poll(&pf, 1, 1000) == 1 && !(pf.revents & (POLLERR | POLLHUP));
+}
+
 static int proxy_connect(int port) {
   struct sockaddr_in sa;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int one = 1, err = 0;
+  socklen_t len = sizeof err;
   if (fd < 0) return -1;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_port = htons((unsigned short)port);
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 &&
+      !(errno == EINPROGRESS && proxy_room(fd) &&
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)) {
     close(fd);
     return -1;
   }
@@ -64,11 +80,13 @@ static int proxy_pump(int from, int to) {
   ssize_t n = recv(from, buf, sizeof buf, MSG_DONTWAIT), off = 0;
   if (n == 0) return 0;
   if (n < 0) return errno == EAGAIN || errno == EINTR;
-  while (off < n) { /* loopback: the peer reads promptly */
-    ssize_t w = send(to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+  while (off < n) {
+    ssize_t w = send(to, buf + off, (size_t)(n - off),
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) { off += w; continue; }
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return 0;
-    off += w;
+    if (w < 0 && errno == EAGAIN && proxy_room(to)) continue;
+    return 0;
   }
   return 1;
 }
@@ -77,7 +95,7 @@ static void *proxy_main(void *arg) {
   proxy *p = arg;
   struct pollfd fds[2 + 2 * PROXY_MAX];
   for (;;) {
-    int i, nf = 0, up, down, n;
+    int i, nf = 0, up, down, n, refuse;
     char drain[64];
     pthread_mutex_lock(&p->mu);
     if (p->stop) { pthread_mutex_unlock(&p->mu); break; }
@@ -87,6 +105,7 @@ static void *proxy_main(void *arg) {
     }
     up = !p->stall_up;
     down = !p->stall_down;
+    refuse = p->refuse;
     n = p->n;
     fds[nf].fd = p->listen_fd; fds[nf++].events = POLLIN;
     fds[nf].fd = p->wake[0]; fds[nf++].events = POLLIN;
@@ -97,9 +116,8 @@ static void *proxy_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
     if (poll(fds, (nfds_t)nf, 1000) < 0 && errno != EINTR) break;
     if (fds[1].revents) while (read(p->wake[0], drain, sizeof drain) > 0) {}
-    pthread_mutex_lock(&p->mu);
-    /* pairs: only the ones polled (the arrays change only on this thread
-     * and by cut, which this thread carries out) */
+    /* the pairs polled: the arrays change only on this thread (cut too is
+     * carried out here), under the mutex for stats() */
     for (i = n - 1; i >= 0; i--) {
       short cr = fds[2 + 2 * i].revents, sr = fds[3 + 2 * i].revents;
       int ok = 1;
@@ -113,25 +131,31 @@ static void *proxy_main(void *arg) {
       if (ok && !down && (sr & POLLHUP)) ok = 0;
       if (ok && down && (sr & (POLLIN | POLLHUP)))
         ok = proxy_pump(p->server[i], p->client[i]);
-      if (!ok) proxy_close_pair(p, i);
+      if (!ok) {
+        pthread_mutex_lock(&p->mu);
+        proxy_close_pair(p, i);
+        pthread_mutex_unlock(&p->mu);
+      }
     }
     if (fds[0].revents & POLLIN) {
-      int c = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC), s = -1;
+      int c = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int s = -1;
       if (c >= 0) {
-        if (!p->refuse && p->n < PROXY_MAX) s = proxy_connect(p->target_port);
+        if (!refuse && p->n < PROXY_MAX) s = proxy_connect(p->target_port);
         if (s < 0) {
           close(c);
         } else {
           int one = 1;
           setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          pthread_mutex_lock(&p->mu);
           p->client[p->n] = c;
           p->server[p->n] = s;
           p->n++;
           p->accepted++;
+          pthread_mutex_unlock(&p->mu);
         }
       }
     }
-    pthread_mutex_unlock(&p->mu);
   }
   return NULL;
 }
@@ -178,6 +202,7 @@ static int proxy_new(lua_State *L) {
     return luaL_error(L, "proxy: %s", strerror(e));
   }
   p->port = ntohs(sa.sin_port);
+  p->pid = getpid();
   pthread_mutex_init(&p->mu, NULL);
   if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
     close(p->listen_fd); close(p->wake[0]); close(p->wake[1]);
@@ -251,6 +276,7 @@ static int proxy_close(lua_State *L) {
   proxy *p = *b;
   if (!p) return 0;
   *b = NULL;
+  if (p->pid != getpid()) return 0; /* a forked child: not its thread */
   pthread_mutex_lock(&p->mu);
   p->stop = 1;
   pthread_mutex_unlock(&p->mu);

@@ -85,7 +85,6 @@ typedef struct zkl_client {
   int64_t session_id;
   int timeout_ms;         /* negotiated session timeout */
   int timeout_req;        /* the one asked for */
-  double disconnected_at; /* monotonic; 0 while connected */
   /* The server last heard us no earlier than `heard`: the send time of
    * the newest request it answered.  It cannot expire the session before
    * heard + timeout; holds are believed until a margin before that. */
@@ -95,7 +94,9 @@ typedef struct zkl_client {
    * session after an expiry (renew). */
   pthread_t timer;
   pthread_cond_t tcv;
-  int timer_on, timer_stop, timer_idle, probe_out, renew, renewing;
+  int timer_on, timer_stop, timer_idle, probe_out, renew;
+  int renewing;           /* the timer is replacing zh (watcher waits) */
+  zhandle_t *old_zh;      /* the expired handle being closed */
   double probe_at;        /* when the last probe was sent */
   char *hosts;            /* connect string, for a new session */
   char *auth_scheme, *auth_cred; int auth_len;
