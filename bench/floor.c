@@ -34,6 +34,8 @@ int main(int argc, char **argv) {
   zoo_set_debug_level((ZooLogLevel)0);
   zh = zookeeper_init(argv[1], NULL, 10000, NULL, NULL, 0);
   if (!zh || !lat) return 1;
+  /* as zklock does: no name resolution on every IO-thread wake-up */
+  zoo_set_servers_resolution_delay(zh, -1);
   for (i = 0; i < 200 && zoo_state(zh) != ZOO_CONNECTED_STATE; i++)
     usleep(50000);
   rc = zoo_create(zh, "/floor", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);

@@ -354,6 +354,15 @@ static void client_watcher(zhandle_t *zh, int type, int state,
   pthread_mutex_unlock(&c->mu);
 }
 
+/* The library resolves the connect string again every time its IO thread
+ * polls: a getaddrinfo (with a netlink round trip) per wake-up, and a
+ * glibc lock held at random moments, so that a process forking then (nginx
+ * making its workers) hands the child a getaddrinfo that never returns.
+ * Resolve on connection loss only. */
+static void client_no_routine_dns(zhandle_t *zh) {
+  zoo_set_servers_resolution_delay(zh, -1);
+}
+
 /* Requests the library still owed us once zookeeper_close returned (it may
  * drop them) are finished here as ZCLOSING, so every owner lets go. */
 static void client_drain(zkl_client *c) {
@@ -411,6 +420,7 @@ static int client_renew(zkl_client *c) {
   c->renewing = 0;
   pthread_cond_broadcast(&c->cv); /* its watcher may wait for c->zh */
   if (!zh) return 0;
+  client_no_routine_dns(zh);
   c->zh = zh; /* (closed by zkl_client_close if that began meanwhile) */
   c->state = ZKL_CONNECTING;
   c->session_id = 0;
@@ -503,6 +513,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
     free(c);
     return NULL;
   }
+  client_no_routine_dns(c->zh);
   { /* the timer takes no signals: they are the process's (nginx...) */
     sigset_t all, saved;
     sigfillset(&all);
