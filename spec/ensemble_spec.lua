@@ -76,6 +76,18 @@ describe("a 3-member ensemble", function()
     zk:close()
   end)
 
+  it("a holder frozen past its session timeout: false at once on " ..
+     "resuming, on_lost, its fenced write refused, a new session", function()
+    local r = H.freeze_holder(cl, true)
+    assert.is_true(tonumber(r.gap) > 2, "gap " .. tostring(r.gap))
+    assert.equal("1", r.lost_calls)
+    assert.equal("lock_lost", r.fenced)
+    assert.equal("lock_lost", r.release)
+    assert.equal("ok", r.reacquire)
+    assert.equal("true", r.new_session)
+    assert.equal("true", r.new_token_higher)
+  end)
+
   it("contenders keep a fenced counter exact while the leader is killed",
      function()
     local path, counter = H.path("ens-count"), H.path("ens-counter")

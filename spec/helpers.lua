@@ -283,6 +283,58 @@ function H.max_overlap(intervals)
   return max
 end
 
+-- ---------------------------------------------------------------------------
+-- a holder frozen past its session timeout (spec/workers/lost.lua)
+
+local function parse_report(text)
+  local t = {}
+  for k, v in (text or ""):gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
+  return t
+end
+
+--- Freeze a holder process (SIGSTOP) past its session timeout while this
+-- process takes the lock and makes a fenced write, then resume it; returns
+-- the worker's report ("key=value" lines as a table).  `srv`: a server or
+-- a cluster.
+function H.freeze_holder(srv, renew)
+  local path, fpath = H.path("lost"), H.path("fenced")
+  local ready, result = H.tmpname("ready"), H.tmpname("result")
+  local st = 2
+  local p = H.spawn("spec/workers/lost.lua", srv.connect_string, path,
+    ready, result, st, renew and "1" or "0", fpath)
+  local report, waiter_token, fenced_by_waiter
+  local ok, err = pcall(function()
+    local holder_token = tonumber(H.wait_until(function()
+      return H.read(ready) end, 30, "holder ready"))
+    local zk = H.connect(srv)
+    local m = zk:mutex(path)
+    p:kill("STOP")
+    -- the server expires the frozen one
+    assert(m:acquire(30) == m, "waiter did not get the lock")
+    waiter_token = m:token()
+    assert(waiter_token > holder_token, "token did not grow")
+    fenced_by_waiter = { m:fenced_set(fpath, "waiter") }
+    -- stay frozen a while after the expiry, then resume while we hold
+    H.nap(0.5)
+    p:kill("CONT")
+    local rc = p:wait(60)
+    assert(rc == 0, "worker exited " .. rc .. ": " .. p:output())
+    report = parse_report(H.read(result))
+    assert(m:is_held(), "waiter lost the lock")
+    assert(zk:get(fpath) == "waiter", "the fenced data is not the waiter's")
+    m:release()
+    zk:close()
+  end)
+  p:kill("CONT")
+  p:cleanup()
+  os.remove(ready)
+  os.remove(result)
+  assert(ok, err)
+  assert(type(fenced_by_waiter[1]) == "number", "waiter's fenced write: " ..
+    tostring(fenced_by_waiter[2]))
+  return report
+end
+
 H.testing = testing
 H.zklock = zklock
 H.core = core

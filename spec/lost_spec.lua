@@ -3,12 +3,6 @@
 -- and is refused by the fence; the client then opens a new session.
 local H = require "spec.helpers"
 
-local function parse(text)
-  local t = {}
-  for k, v in (text or ""):gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
-  return t
-end
-
 describe("lock lost", function()
   local srv
 
@@ -17,44 +11,7 @@ describe("lock lost", function()
     if srv then H.assert_no_orphans(srv); srv:close() end
   end)
 
-  -- freeze a holder worker past its session timeout; returns its report
-  -- and the token of the hold the waiter got meanwhile
-  local function freeze_holder(renew)
-    local path, fpath = H.path("lost"), H.path("fenced")
-    local ready, result = H.tmpname("ready"), H.tmpname("result")
-    local st = 2
-    local p = H.spawn("spec/workers/lost.lua", srv.connect_string, path,
-      ready, result, st, renew and "1" or "0", fpath)
-    local report, waiter_token, fenced_by_waiter
-    local ok, err = pcall(function()
-      local holder_token = tonumber(H.wait_until(function()
-        return H.read(ready) end, 30, "holder ready"))
-      local zk = H.connect(srv)
-      local m = zk:mutex(path)
-      p:kill("STOP")
-      assert.equal(m, m:acquire(30)) -- the server expired the frozen one
-      waiter_token = m:token()
-      assert.is_true(waiter_token > holder_token)
-      fenced_by_waiter = { m:fenced_set(fpath, "waiter") }
-      -- stay frozen a while after the expiry, then resume while we hold
-      H.nap(0.5)
-      p:kill("CONT")
-      local rc = p:wait(60)
-      assert(rc == 0, "worker exited " .. rc .. ": " .. p:output())
-      report = parse(H.read(result))
-      assert.is_true(m:is_held())
-      assert.equal("waiter", (zk:get(fpath)))
-      m:release()
-      zk:close()
-    end)
-    p:kill("CONT")
-    p:cleanup()
-    os.remove(ready)
-    os.remove(result)
-    assert(ok, err)
-    assert.is_number(fenced_by_waiter[1])
-    return report
-  end
+  local function freeze_holder(renew) return H.freeze_holder(srv, renew) end
 
   it("a holder frozen past the session timeout answers is_held() false " ..
      "at once on resuming, runs on_lost, and its fenced write and release " ..
