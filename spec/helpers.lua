@@ -292,6 +292,15 @@ local function parse_report(text)
   return t
 end
 
+--- What H.freeze_holder's report must say, with and without renewal.
+H.FROZEN_REPORT = {
+  [true] = { lost_calls = "1", held_in_cb = "false", fenced = "lock_lost",
+    release = "lock_lost", reacquire = "ok", new_session = "true",
+    new_token_higher = "true", renewed = "1" },
+  [false] = { lost_calls = "1", fenced = "lock_lost", release = "lock_lost",
+    reacquire = "session_expired", state = "expired", renewed = "0" },
+}
+
 --- Freeze a holder process (SIGSTOP) past its session timeout while this
 -- process takes the lock and makes a fenced write, then resume it; returns
 -- the worker's report ("key=value" lines as a table).  `srv`: a server or

@@ -19,6 +19,26 @@ describe("connection faults through a proxy", function()
 
   before_each(function() proxy:stall(false, false) end)
 
+  -- Acquire m (of client zk) with the replies held by the proxy; cut the
+  -- connections once cut_now() says so.  In the acquiring coroutine: the
+  -- result, our node and every lock node the server has, the release.
+  local function acquire_reply_held(zk, m, path, cut_now)
+    local got, nodes, released, cut
+    proxy:stall(false, true) -- requests pass, replies are held
+    H.run(zk, { function()
+      got = { m:acquire(20) }
+      nodes = { m:node(), H.lock_nodes(direct, path) }
+      released = m:release()
+    end }, 30, function()
+      if not cut and cut_now() then
+        proxy:cut()
+        proxy:stall(false, false)
+        cut = true
+      end
+    end)
+    return got, nodes, released, cut
+  end
+
   it("the proxy forwards, stalls and cuts", function()
     local zk = H.connect(proxy:connect_string(), { session_timeout = 5 })
     local p = H.path("via-proxy")
@@ -41,21 +61,9 @@ describe("connection faults through a proxy", function()
     local path = H.path("lost-reply-noparent")
     local zk = H.connect(proxy:connect_string(), { session_timeout = 10 })
     local m = zk:mutex(path)
-    local got, cut = nil, false
     local t0 = H.now()
-    proxy:stall(false, true)
-    local nodes, released
-    H.run(zk, { function()
-      got = { m:acquire(20) }
-      nodes = { m:node(), H.lock_nodes(direct, path) }
-      released = m:release()
-    end }, 30, function()
-      if not cut and H.now() - t0 > 0.3 then
-        proxy:cut()
-        proxy:stall(false, false)
-        cut = true
-      end
-    end)
+    local got, nodes, released = acquire_reply_held(zk, m, path,
+      function() return H.now() - t0 > 0.3 end)
     assert.same({ m }, got)
     assert.same({ nodes[1] }, nodes[2])
     assert.is_true(released)
@@ -68,21 +76,9 @@ describe("connection faults through a proxy", function()
     assert(direct:set(path, "")) -- (else the reply held is "no parent")
     local zk = H.connect(proxy:connect_string(), { session_timeout = 10 })
     local m = zk:mutex(path)
-    local got, cut = nil, false
-    proxy:stall(false, true) -- requests pass, replies are held
-    local nodes, released
-    H.run(zk, { function()
-      got = { m:acquire(20) }
-      nodes = { m:node(), H.lock_nodes(direct, path) }
-      released = m:release()
-    end }, 30, function()
-      if not cut and #H.lock_nodes(direct, path) == 1 then
-        -- the server applied the create; its reply never arrives
-        proxy:cut()
-        proxy:stall(false, false)
-        cut = true
-      end
-    end)
+    -- cut once the server applied the create: its reply never arrives
+    local got, nodes, released, cut = acquire_reply_held(zk, m, path,
+      function() return #H.lock_nodes(direct, path) == 1 end)
     assert.is_true(cut)
     assert.same({ m }, got)
     assert.same({ nodes[1] }, nodes[2]) -- adopted, not created again

@@ -92,6 +92,15 @@ double zkl_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A monotonic time (zkl_now's clock) as a timedwait deadline. */
+static struct timespec client_abstime(double end) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)end;
+  ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  return ts;
+}
+
 /* ---- requests ---------------------------------------------------------- */
 
 zkl_req *zkl_req_new(zkl_client *c, zkl_lock *l, zkl_op *op, int epoch,
@@ -137,6 +146,10 @@ void zkl_client_kick(zkl_client *c) {
   if (!c->timer_idle) return; /* it wakes within a third of the timeout */
   c->timer_idle = 0;
   pthread_cond_signal(&c->tcv);
+}
+
+double zkl_client_expiry(const zkl_client *c) {
+  return c->heard + c->timeout_ms / 1000.0;
 }
 
 double zkl_client_margin(const zkl_client *c) {
@@ -441,6 +454,7 @@ static void *client_timer(void *arg) {
   pthread_mutex_lock(&c->mu);
   while (!c->timer_stop) {
     double now = zkl_now(), t = c->timeout_ms / 1000.0, next = now + 3600;
+    double expiry = zkl_client_expiry(c);
     int any = 0;
     zkl_lock *l, *ln;
     struct timespec ts;
@@ -451,11 +465,11 @@ static void *client_timer(void *arg) {
     }
     for (l = c->locks; l; l = ln) {
       ln = l->next;
-      any |= zkl_lock_check_lost(l, now, c->heard + t);
+      any |= zkl_lock_check_lost(l, now, expiry);
     }
     c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
-      if (c->heard + t < next) next = c->heard + t;
+      if (expiry < next) next = expiry;
       if (c->state == ZKL_CONNECTED && c->zh && !c->closing &&
           !c->probe_out) {
         double due = c->probe_at + t / 3;
@@ -463,9 +477,7 @@ static void *client_timer(void *arg) {
         if (due < next) next = due;
       }
     }
-    ts.tv_sec = (time_t)next;
-    ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    ts = client_abstime(next);
     pthread_cond_timedwait(&c->tcv, &c->mu, &ts);
   }
   pthread_mutex_unlock(&c->mu);
@@ -616,12 +628,7 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
   struct timespec ts;
   pthread_mutex_lock(&c->mu);
   if (timeout >= 0 && timeout < 1e9) { /* longer: as good as for ever */
-    double end;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + timeout;
-    ts.tv_sec = (time_t)end;
-    ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    ts = client_abstime(zkl_now() + timeout);
     while (c->gen == gen)
       if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
   } else {

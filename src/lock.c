@@ -638,8 +638,7 @@ static int lock_held_now(zkl_lock *l) {
   zkl_client *c = l->c;
   if (l->state != L_HELD || l->lost) return 0;
   if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
-  return zkl_now() < c->heard + c->timeout_ms / 1000.0 -
-                     zkl_client_margin(c);
+  return zkl_now() < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {

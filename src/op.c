@@ -366,6 +366,20 @@ static void op_children_cb(int rc, const struct String_vector *sv,
   op_leave(r);
 }
 
+/* FENCED: check our lock node, then set the target (S_MAIN) or create it
+ * (S_FCREATE), in one multi-op. */
+static int op_fenced_multi(zkl_op *op, zhandle_t *zh, zkl_req *r) {
+  zoo_check_op_init(&op->mops[0], op->ours, -1);
+  if (op->stage == S_FCREATE)
+    zoo_create_op_init(&op->mops[1], op->path, op->data, op->datalen,
+                       op->c->acl, 0, op->mname, sizeof op->mname);
+  else
+    zoo_set_op_init(&op->mops[1], op->path, op->data, op->datalen, -1,
+                    &op->mstat);
+  memset(op->mres, 0, sizeof op->mres);
+  return zoo_amulti(zh, 2, op->mops, op->mres, op_multi_cb, r);
+}
+
 /* Send the request of the current stage. */
 static void op_step(zkl_op *op) {
   zhandle_t *zh = op->c->zh;
@@ -395,11 +409,7 @@ static void op_step(zkl_op *op) {
     case ZKL_OP_GET:
       rc = zoo_aget(zh, op->path, 0, op_data_cb, r); break;
     case ZKL_OP_FENCED:
-      zoo_check_op_init(&op->mops[0], op->ours, -1);
-      zoo_set_op_init(&op->mops[1], op->path, op->data, op->datalen, -1,
-                      &op->mstat);
-      memset(op->mres, 0, sizeof op->mres);
-      rc = zoo_amulti(zh, 2, op->mops, op->mres, op_multi_cb, r); break;
+      rc = op_fenced_multi(op, zh, r); break;
     case ZKL_OP_WAIT_GONE:
       op_set_watch(op, strdup(op->path));
       rc = zoo_aexists(zh, op->path, 1, op_stat_cb, r); break;
@@ -429,14 +439,8 @@ static void op_step(zkl_op *op) {
     break;
   case S_FSTAT:
     rc = zoo_aexists(zh, op->path, 0, op_fstat_cb, r); break;
-  case S_FCREATE: {
-    zoo_check_op_init(&op->mops[0], op->ours, -1);
-    zoo_create_op_init(&op->mops[1], op->path, op->data, op->datalen,
-                       op->c->acl, 0, op->mname, sizeof op->mname);
-    memset(op->mres, 0, sizeof op->mres);
-    rc = zoo_amulti(zh, 2, op->mops, op->mres, op_multi_cb, r);
-    break;
-  }
+  case S_FCREATE:
+    rc = op_fenced_multi(op, zh, r); break;
   }
   free(ready);
   op_sent(op, r, rc, op->path);

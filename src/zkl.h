@@ -143,7 +143,9 @@ int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
 void zkl_client_heard(zkl_client *c, double sent, int rc);
 /* A lock became held: the timer thread starts probing. mu held. */
 void zkl_client_kick(zkl_client *c);
-/* seconds before heard + timeout at which holds stop being believed */
+/* heard + timeout: the server may expire the session from then on */
+double zkl_client_expiry(const zkl_client *c);
+/* seconds before that expiry at which holds stop being believed */
 double zkl_client_margin(const zkl_client *c);
 void zkl_client_close(zkl_client *c);
 void zkl_client_unref(zkl_client *c); /* Lua thread only */

@@ -123,7 +123,7 @@ end
 
 -- node path -> { lock =, owner = } for holds with on_revoke or on_lost
 -- callbacks, per client
-local revocable = setmetatable({}, WEAK_KEYS)
+local with_callbacks = setmetatable({}, WEAK_KEYS)
 
 local function report(what, err)
   io.stderr:write(("zklock: %s callback failed: %s\n"):format(what,
@@ -136,7 +136,7 @@ local function dispatch(client, evs)
   evs = evs or client:_events()
   if not evs then return 0 end
   local n = 0
-  local reg = revocable[client]
+  local reg = with_callbacks[client]
   for _, ev in ipairs(evs) do
     local r = reg and reg[ev[2]]
     local f = r and unbox(r.lock)
@@ -211,6 +211,15 @@ end
 -- client
 
 local ACLS = { open = 0, creator = 1, read = 2 }
+
+-- What `await` polls while the session is in state `passing` (connecting
+-- at first, expired while a new session opens): "pending" until it leaves.
+local function session_leaving(client, passing)
+  return { poll = function()
+    local s, gen = client:_poll()
+    return s == passing and "pending" or s, gen
+  end }
+end
 local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
 
 -- Checks the arguments and opens the session without waiting for it.
@@ -266,11 +275,7 @@ M._open = open
 function M.connect(hosts, opts)
   local c, ct, code = open(hosts, opts, "connect")
   if not c then return nil, ct, code end
-  local state = await(c, {
-    poll = function()
-      local s, gen = c:_poll()
-      return s == "connecting" and "pending" or s, gen
-    end }, now() + ct)
+  local state = await(c, session_leaving(c, "connecting"), now() + ct)
   if state == "connected" then return c end
   c:close()
   if state == "timeout" then
@@ -299,7 +304,7 @@ end
 
 local Lock = {}
 Lock.__index = Lock
-local arm_revoke
+local arm_callbacks
 
 -- The fields of a boxed object of class `mt`, or the standard error.
 local function checked(self, mt, fname, what)
@@ -344,13 +349,13 @@ end
 
 -- Register a hold for its callbacks; a revocable one has C watch the
 -- node's data for "__REVOKE__".
-arm_revoke = function(f, own, lock, owner)
+arm_callbacks = function(f, own, lock, owner)
   local node = own.att:info()
   if not node then return end
-  local reg = revocable[f.client]
+  local reg = with_callbacks[f.client]
   if not reg then
     reg = {}
-    revocable[f.client] = reg
+    with_callbacks[f.client] = reg
   end
   own.key = f.path .. "/" .. node
   reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
@@ -367,7 +372,7 @@ function Lock:on_revoke(fn)
     argerror(1, "on_revoke", "function expected, got " .. type(fn))
   end
   f.revoke_fn = fn
-  for co, own in pairs(f.owners) do arm_revoke(f, own, self, co) end
+  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
   return self
 end
 
@@ -384,7 +389,7 @@ function Lock:on_lost(fn)
     argerror(1, "on_lost", "function expected, got " .. type(fn))
   end
   f.lost_fn = fn
-  for co, own in pairs(f.owners) do arm_revoke(f, own, self, co) end
+  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
   return self
 end
 
@@ -421,10 +426,8 @@ local function take(f, timeout, ignore)
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews[client] then
     -- the timer thread is opening a new session: wait for it
-    local st = await(client, { poll = function()
-      local s, gen = client:_poll()
-      return s == "expired" and "pending" or s, gen
-    end }, now() + (timeout or client:session_timeout()))
+    local st = await(client, session_leaving(client, "expired"),
+      now() + (timeout or client:session_timeout()))
     if st ~= "timeout" then ok, msg, code = att:start() end
   end
   if not ok then return nil, msg, code end
@@ -488,7 +491,7 @@ function Lock:acquire(timeout)
   -- ephemerons, and a hold of a coroutine that is gone must be collectable)
   own = { att = att, count = 1, downgrade = downgrade }
   f.owners[co] = own
-  if f.revoke_fn or f.lost_fn then arm_revoke(f, own, self, co) end
+  if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
   return self
 end
@@ -507,7 +510,7 @@ function Lock:release()
   own.count = own.count - 1
   if own.count > 0 then return true end
   f.owners[co] = nil
-  local reg = revocable[f.client]
+  local reg = with_callbacks[f.client]
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
   local reader = f.kind == "write" and f.partner.owners[co]
