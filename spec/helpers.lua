@@ -81,9 +81,15 @@ function H.children(zk, path)
 end
 
 --- Lock nodes under path (recursively, mutex/lease/rw markers alike).
+-- A directory this session may not read (an ACL spec's) is skipped: those
+-- specs check their own nodes are gone.
 function H.lock_nodes(zk, path, out)
   out = out or {}
-  for _, name in ipairs(H.children(zk, path)) do
+  local op = assert(zk:_children(path, "all"))
+  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  local names, msg, code = op:result()
+  if not names and code ~= "no_auth" then error(msg .. " " .. code) end
+  for _, name in ipairs(names or {}) do
     local full = path .. "/" .. name
     if name:find("%-lock%-") or name:find("__lock__") or
         name:find("%-lease%-") or name:find("__READ__") or

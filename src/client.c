@@ -92,6 +92,16 @@ double zkl_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double zkl_bootnow(void) {
+  struct timespec ts;
+#ifdef CLOCK_BOOTTIME
+  if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+#endif
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* A monotonic time (zkl_now's clock) as a timedwait deadline. */
 static struct timespec client_abstime(double end) {
   struct timespec ts;
@@ -108,7 +118,7 @@ zkl_req *zkl_req_new(zkl_client *c, zkl_lock *l, zkl_op *op, int epoch,
   zkl_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->c = c; r->l = l; r->op = op; r->epoch = epoch; r->kind = kind;
-  r->sent = zkl_now();
+  r->sent = zkl_bootnow(); /* (compared with heard and expiry) */
   if (l) l->refs++;
   if (op) op->refs++;
   r->next = c->reqs;
@@ -209,7 +219,9 @@ const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err) {
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s", dir);
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  /* non-blocking: an accept with no connection pending fails at once
+   * instead of blocking the nginx worker for ever */
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
       listen(fd, 1) != 0 || !(c->wake_path = strdup(sa.sun_path))) {
     zkl_seterr(err, ZKL_EZK_ERROR, "wake-up socket %s: %s", sa.sun_path,
@@ -353,15 +365,24 @@ static void client_watcher(zhandle_t *zh, int type, int state,
       }
     }
   } else if (path != NULL) {
+    int about = 0; /* 2: something waited for it; 1: our own node */
     c->n_watch_events++;
     for (l = c->locks; l; l = next) {
+      int a;
       next = l->next;
-      zkl_lock_on_watch(l, type, path);
+      a = zkl_lock_on_watch(l, type, path);
+      if (a > about) about = a;
     }
     for (op = c->ops; op; op = onext) {
       onext = op->next;
-      if (op->watch && strcmp(op->watch, path) == 0) zkl_op_on_watch(op);
+      if (op->watch && strcmp(op->watch, path) == 0) {
+        about = 2;
+        zkl_op_on_watch(op);
+      }
     }
+    /* (one session gets one event per path: when our own node is also
+     * the one a waiter of ours watched, it counts as that wake-up) */
+    if (about == 1) c->n_own_events++;
   }
   zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
@@ -453,7 +474,9 @@ static void *client_timer(void *arg) {
   zkl_client *c = arg;
   pthread_mutex_lock(&c->mu);
   while (!c->timer_stop) {
-    double now = zkl_now(), t = c->timeout_ms / 1000.0, next = now + 3600;
+    /* reckoned on the boot clock (it runs on during a suspend, as the
+     * server's does); slept on the monotonic one (the condvar's) */
+    double now = zkl_bootnow(), t = c->timeout_ms / 1000.0, next = now + 3600;
     double expiry = zkl_client_expiry(c);
     int any = 0;
     zkl_lock *l, *ln;
@@ -477,22 +500,85 @@ static void *client_timer(void *arg) {
         if (due < next) next = due;
       }
     }
-    ts = client_abstime(next);
+    ts = client_abstime(zkl_now() + (next > now ? next - now : 0));
     pthread_cond_timedwait(&c->tcv, &c->mu, &ts);
   }
   pthread_mutex_unlock(&c->mu);
   return NULL;
 }
 
-zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
-                           int renew, zkl_error *err) {
+/* ---- ACLs (docs/acl.md) -------------------------------------------------- */
+
+void zkl_acl_free(struct ACL_vector *v) {
+  int i;
+  for (i = 0; v->data && i < v->count; i++) {
+    free(v->data[i].id.scheme);
+    free(v->data[i].id.id);
+  }
+  free(v->data);
+  v->data = NULL;
+  v->count = 0;
+}
+
+int zkl_acl_perms(const char *s) {
+  int p = 0;
+  for (; *s; s++) {
+    switch (*s) {
+    case 'c': p |= ZOO_PERM_CREATE; break;
+    case 'd': p |= ZOO_PERM_DELETE; break;
+    case 'r': p |= ZOO_PERM_READ; break;
+    case 'w': p |= ZOO_PERM_WRITE; break;
+    case 'a': p |= ZOO_PERM_ADMIN; break;
+    default: return -1;
+    }
+  }
+  return p;
+}
+
+/* open: anyone may do anything.  creator: only the identities the creating
+ * session authenticated as.  read: those identities may do anything, and
+ * anyone may read (list the queue, read owner data) but not create,
+ * delete or write: lock directory and lock nodes alike, so that every
+ * client with the creator's credentials can queue on the directory. */
+static int client_acl_entry(struct ACL *e, int perms, const char *scheme,
+                            const char *id) {
+  e->perms = perms;
+  e->id.scheme = strdup(scheme);
+  e->id.id = strdup(id);
+  return e->id.scheme && e->id.id;
+}
+
+int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err) {
+  int ok, n = preset == ZKL_ACL_READ ? 2 : 1;
+  out->data = calloc((size_t)n, sizeof *out->data);
+  out->count = out->data ? n : 0;
+  if (!out->data) ok = 0;
+  else if (preset == ZKL_ACL_OPEN)
+    ok = client_acl_entry(&out->data[0], ZOO_PERM_ALL, "world", "anyone");
+  else
+    ok = client_acl_entry(&out->data[0], ZOO_PERM_ALL, "auth", "") &&
+         (preset != ZKL_ACL_READ ||
+          client_acl_entry(&out->data[1], ZOO_PERM_READ, "world", "anyone"));
+  if (ok) return 1;
+  zkl_acl_free(out);
+  zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+  return 0;
+}
+
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
+                           struct ACL_vector *acl, int renew, zkl_error *err) {
   zkl_client *c = calloc(1, sizeof *c);
   pthread_condattr_t ca;
   if (!c || !(c->hosts = strdup(hosts))) {
     free(c);
+    zkl_acl_free(acl);
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
     return NULL;
   }
+  c->acl = *acl; /* ours from now on */
+  acl->data = NULL;
+  acl->count = 0;
+  c->max_data = ZKL_DATA_DEFAULT;
   pthread_mutex_init(&c->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -505,8 +591,6 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
   c->renew = renew;
   c->pid = getpid();
   c->wake_fd = c->wake_listen = -1;
-  c->acl = acl == 1 ? &ZOO_CREATOR_ALL_ACL
-         : acl == 2 ? &ZOO_READ_ACL_UNSAFE : &ZOO_OPEN_ACL_UNSAFE;
   /* Hold the mutex so the watcher, which may fire before zookeeper_init
    * returns, sees c->zh set. */
   pthread_mutex_lock(&c->mu);
@@ -521,6 +605,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->tcv);
     pthread_mutex_destroy(&c->mu);
+    zkl_acl_free(&c->acl);
     free(c->hosts);
     free(c);
     return NULL;
@@ -616,6 +701,7 @@ void zkl_client_unref(zkl_client *c) {
   client_wake_unlisten(c);
   free(c->ready);
   free(c->hosts); free(c->auth_scheme); free(c->auth_cred);
+  zkl_acl_free(&c->acl);
   pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);

@@ -15,6 +15,17 @@ typedef struct { zkl_client *c; } zkl_client_box;
 
 zkl_client *zkl_checkclient(lua_State *L, int idx); /* open, same process */
 int zkl_pusherr(lua_State *L, const zkl_error *e); /* nil, msg, code */
+/* A ZooKeeper path at idx ("/a/b": absolute, no empty, "." or ".."
+ * component, no trailing slash, no NUL, at most ZKL_PATH_MAX bytes), or
+ * the standard argument error. */
+const char *zkl_checkpath(lua_State *L, int idx);
+/* Data at idx no longer than the client's max_data, or an argument error;
+ * opt: nil/none gives def. */
+const char *zkl_checkdata(lua_State *L, int idx, const zkl_client *c,
+                          size_t *len, int opt, const char *def);
+/* An integer at idx within [lo, hi], or an argument error. */
+int zkl_checkrange(lua_State *L, int idx, lua_Integer lo, lua_Integer hi,
+                   const char *what);
 void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
                  const luaL_Reg *meta);
 

@@ -31,6 +31,47 @@ void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
   lua_pop(L, 1);
 }
 
+const char *zkl_checkpath(lua_State *L, int idx) {
+  size_t len, i;
+  const char *p = luaL_checklstring(L, idx, &len), *why = NULL;
+  if (len == 0 || p[0] != '/') why = "path must start with '/'";
+  else if (len == 1) why = "path must not be the root";
+  else if (len > ZKL_PATH_MAX) why = "path too long";
+  else if (p[len - 1] == '/') why = "path must not end with '/'";
+  else if (strlen(p) != len) why = "path contains a NUL byte";
+  for (i = 0; !why && i < len; i++) {
+    if (p[i] != '/') continue;
+    if (p[i + 1] == '/') why = "empty path component";
+    else if (p[i + 1] == '.' &&
+             (p[i + 2] == '/' || p[i + 2] == '\0' ||
+              (p[i + 2] == '.' && (p[i + 3] == '/' || p[i + 3] == '\0'))))
+      why = "relative path component";
+  }
+  if (why) luaL_argerror(L, idx, lua_pushfstring(L, "%s", why));
+  return p;
+}
+
+const char *zkl_checkdata(lua_State *L, int idx, const zkl_client *c,
+                          size_t *len, int opt, const char *def) {
+  const char *d = opt ? luaL_optlstring(L, idx, def, len)
+                      : luaL_checklstring(L, idx, len);
+  if (d && *len > (size_t)c->max_data)
+    luaL_argerror(L, idx, lua_pushfstring(L, "data of %I bytes is over the "
+                  "client's limit of %d (max_data)", (lua_Integer)*len,
+                  c->max_data));
+  return d;
+}
+
+int zkl_checkrange(lua_State *L, int idx, lua_Integer lo, lua_Integer hi,
+                   const char *what) {
+  lua_Number n = luaL_checknumber(L, idx);
+  if (!(n >= (lua_Number)lo && n <= (lua_Number)hi) ||
+      n != (lua_Number)(lua_Integer)n)
+    luaL_argerror(L, idx, lua_pushfstring(L, "%s must be an integer from %I "
+                  "to %I", what, lo, hi));
+  return (int)(lua_Integer)n;
+}
+
 static zkl_client_box *lclient_box(lua_State *L, int idx) {
   return (zkl_client_box *)luaL_checkudata(L, idx, ZKL_CLIENT_MT);
 }
@@ -50,19 +91,85 @@ zkl_client *zkl_checkclient(lua_State *L, int idx) {
   return b->c;
 }
 
-/* core.connect(hosts, timeout_ms, acl, renew) -> client | nil, msg, code
+/* An ACL list { { scheme, id, perms }, ... } at idx as a vector (owned by
+ * the caller, freed by zkl_acl_free), or an argument error. */
+static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
+  int i, n = (int)zkl_rawlen(L, idx);
+  const char *why = NULL;
+  if (n < 1 || n > 64) luaL_argerror(L, idx, "acl list must hold 1 to 64 "
+                                     "entries");
+  v->data = (struct ACL *)lua_newuserdata(L, sizeof *v->data * (size_t)n);
+  v->count = n; /* (a scratch copy: the client gets its own, malloc'd) */
+  for (i = 0; i < n && !why; i++) {
+    int perms = -1;
+    lua_rawgeti(L, idx, i + 1);
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_rawgeti(L, -1, 1);
+      lua_rawgeti(L, -2, 2);
+      lua_rawgeti(L, -3, 3);
+      if (lua_type(L, -3) == LUA_TSTRING && lua_type(L, -2) == LUA_TSTRING &&
+          lua_type(L, -1) == LUA_TSTRING &&
+          (perms = zkl_acl_perms(lua_tostring(L, -1))) > 0) {
+        v->data[i].perms = perms;
+        v->data[i].id.scheme = (char *)lua_tostring(L, -3);
+        v->data[i].id.id = (char *)lua_tostring(L, -2);
+      }
+      lua_pop(L, 3);
+    }
+    lua_pop(L, 1); /* (the strings stay alive in the table) */
+    if (perms <= 0) why = lua_pushfstring(L, "acl entry %d must be { scheme, "
+                                          "id, perms } with perms made of "
+                                          "'cdrwa'", i + 1);
+  }
+  if (why) luaL_argerror(L, idx, why);
+}
+
+/* A copy of v with malloc'd strings; 0 when out of memory. */
+static int lclient_acl_copy(const struct ACL_vector *v, struct ACL_vector *out) {
+  int i;
+  out->data = calloc((size_t)v->count, sizeof *out->data);
+  out->count = out->data ? v->count : 0;
+  for (i = 0; out->data && i < v->count; i++) {
+    out->data[i].perms = v->data[i].perms;
+    out->data[i].id.scheme = strdup(v->data[i].id.scheme);
+    out->data[i].id.id = strdup(v->data[i].id.id);
+    if (!out->data[i].id.scheme || !out->data[i].id.id) break;
+  }
+  if (out->data && i == v->count) return 1;
+  zkl_acl_free(out);
+  return 0;
+}
+
+/* core.connect(hosts, timeout_ms, acl, renew [, max_data]) -> client
+ *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
  * Does not wait: zklock.connect waits for the first connection. */
 static int lclient_new(lua_State *L) {
   const char *hosts = luaL_checkstring(L, 1);
-  int timeout_ms = (int)luaL_checkinteger(L, 2);
-  int acl = (int)luaL_optinteger(L, 3, 0);
-  int renew = lua_isnone(L, 4) || lua_toboolean(L, 4);
+  int timeout_ms = zkl_checkrange(L, 2, 1, 0x7fffffff, "timeout_ms");
+  int renew = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
+  int max_data = lua_isnoneornil(L, 5) ? ZKL_DATA_DEFAULT
+                 : zkl_checkrange(L, 5, 0, 0x7fffffff, "max_data");
+  struct ACL_vector acl = { 0, NULL };
   zkl_error err;
-  zkl_client_box *b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
-  b->c = NULL;
+  zkl_client_box *b;
+  int ok;
+  if (lua_type(L, 3) == LUA_TTABLE) {
+    struct ACL_vector scratch;
+    lclient_acl_list(L, 3, &scratch);
+    ok = lclient_acl_copy(&scratch, &acl);
+    if (!ok) zkl_seterr(&err, ZKL_EZK_ERROR, "out of memory");
+  } else {
+    int preset = lua_isnoneornil(L, 3) ? 0
+                 : zkl_checkrange(L, 3, ZKL_ACL_OPEN, ZKL_ACL_READ, "acl");
+    ok = zkl_acl_preset(preset, &acl, &err);
+  }
+  if (!ok) return zkl_pusherr(L, &err);
+  b = (zkl_client_box *)lua_newuserdata(L, sizeof *b); /* (may raise: */
+  b->c = NULL;                                         /*  acl leaks then) */
   luaL_setmetatable(L, ZKL_CLIENT_MT);
-  b->c = zkl_client_new(hosts, timeout_ms, acl, renew, &err);
+  b->c = zkl_client_new(hosts, timeout_ms, &acl, renew, &err);
   if (!b->c) return zkl_pusherr(L, &err);
+  b->c->max_data = max_data;
   return 1;
 }
 
@@ -126,6 +233,7 @@ static int lclient_wait(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   unsigned long gen = (unsigned long)luaL_checknumber(L, 2);
   double timeout = luaL_optnumber(L, 3, -1);
+  luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
 }
@@ -159,8 +267,9 @@ static int lclient_timeout(lua_State *L) {
 
 static int lclient_stats(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  unsigned long w, r, s, lost;
+  unsigned long w, r, s, lost, own;
   pthread_mutex_lock(&c->mu);
+  own = c->n_own_events;
   w = c->n_watch_events;
   r = c->n_requests;
   s = c->n_sessions;
@@ -173,6 +282,8 @@ static int lclient_stats(lua_State *L) {
   lua_setfield(L, -2, "lost");
   lua_pushnumber(L, (lua_Number)w);
   lua_setfield(L, -2, "watch_events");
+  lua_pushnumber(L, (lua_Number)own);
+  lua_setfield(L, -2, "own_events");
   lua_pushnumber(L, (lua_Number)r);
   lua_setfield(L, -2, "requests");
   return 1;
@@ -209,7 +320,7 @@ static const char *const *lclient_markers(lua_State *L, int idx) {
 /* client:_children(path, markers) -> op | nil, msg, code */
 static int lclient_children(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = zkl_checkpath(L, 2);
   const char *const *markers = lclient_markers(L, 3);
   zkl_error err;
   return lclient_pushop(L, zkl_op_children(c, path, markers, &err), &err);
@@ -218,6 +329,7 @@ static int lclient_children(lua_State *L) {
 static lclient_opbox *lclient_checkop(lua_State *L) {
   lclient_opbox *b = (lclient_opbox *)luaL_checkudata(L, 1, ZKL_OP_MT);
   luaL_argcheck(L, b->op != NULL, 1, "operation is gone");
+  lclient_checkfork(L, b->op->c);
   return b;
 }
 
@@ -316,9 +428,9 @@ static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err) {
 static int lclient_create(lua_State *L) {
   static const char *const modes[] = { "persistent", "ephemeral", NULL };
   zkl_client *c = zkl_checkclient(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = zkl_checkpath(L, 2);
   size_t len = 0;
-  const char *data = luaL_optlstring(L, 3, NULL, &len);
+  const char *data = zkl_checkdata(L, 3, c, &len, 1, NULL);
   int mode = luaL_checkoption(L, 4, "persistent", modes);
   zkl_error err;
   return lclient_pushop(L, zkl_op_create(c, path, data, (int)len,
@@ -328,15 +440,14 @@ static int lclient_create(lua_State *L) {
 static int lclient_delete(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_delete(c, luaL_checkstring(L, 2), &err),
-                        &err);
+  return lclient_pushop(L, zkl_op_delete(c, zkl_checkpath(L, 2), &err), &err);
 }
 
 static int lclient_set(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = zkl_checkpath(L, 2);
   size_t len;
-  const char *data = luaL_checklstring(L, 3, &len);
+  const char *data = zkl_checkdata(L, 3, c, &len, 0, NULL);
   zkl_error err;
   return lclient_pushop(L, zkl_op_set(c, path, data, (int)len, &err), &err);
 }
@@ -344,10 +455,10 @@ static int lclient_set(lua_State *L) {
 /* client:_fenced(lock_node, path, data) -> op */
 static int lclient_fenced(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
-  const char *node = luaL_checkstring(L, 2);
-  const char *path = luaL_checkstring(L, 3);
+  const char *node = zkl_checkpath(L, 2);
+  const char *path = zkl_checkpath(L, 3);
   size_t len;
-  const char *data = luaL_checklstring(L, 4, &len);
+  const char *data = zkl_checkdata(L, 4, c, &len, 0, NULL);
   zkl_error err;
   return lclient_pushop(L, zkl_op_fenced(c, node, path, data, (int)len, &err),
                         &err);
@@ -356,13 +467,13 @@ static int lclient_fenced(lua_State *L) {
 static int lclient_get(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_get(c, luaL_checkstring(L, 2), &err), &err);
+  return lclient_pushop(L, zkl_op_get(c, zkl_checkpath(L, 2), &err), &err);
 }
 
 static int lclient_wait_gone(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_wait_gone(c, luaL_checkstring(L, 2), &err),
+  return lclient_pushop(L, zkl_op_wait_gone(c, zkl_checkpath(L, 2), &err),
                         &err);
 }
 
@@ -371,10 +482,16 @@ static int lclient_db(lua_State *L) {
   static const char *const kinds[] = { "enter", "leave", NULL };
   zkl_client *c = zkl_checkclient(L, 1);
   int kind = luaL_checkoption(L, 2, NULL, kinds);
-  const char *path = luaL_checkstring(L, 3);
-  const char *ours = luaL_checkstring(L, 4);
-  int members = (int)luaL_optinteger(L, 5, 1);
+  const char *path = zkl_checkpath(L, 3);
+  const char *ours = zkl_checkpath(L, 4);
+  int members = lua_isnoneornil(L, 5) ? 1
+                : zkl_checkrange(L, 5, 1, 0x7fffffff, "members");
+  size_t n = strlen(path);
   zkl_error err;
+  /* our member node is a child of the barrier: "<path>/<name>" */
+  luaL_argcheck(L, strncmp(ours, path, n) == 0 && ours[n] == '/' &&
+                !strchr(ours + n + 1, '/'), 4,
+                "member node must be a child of the barrier's path");
   return lclient_pushop(L, zkl_op_db(c, kind ? ZKL_OP_DB_LEAVE : ZKL_OP_DB_ENTER,
                                      path, ours, members, &err), &err);
 }
@@ -431,9 +548,10 @@ static int lclient_free_port(lua_State *L) {
 /* core.four_letter(host, port, cmd [, timeout]) -> text | nil, msg, code */
 static int lclient_four_letter(lua_State *L) {
   const char *host = luaL_checkstring(L, 1);
-  int port = (int)luaL_checkinteger(L, 2);
+  int port = zkl_checkrange(L, 2, 1, 65535, "port");
   const char *cmd = luaL_checkstring(L, 3);
   double timeout = luaL_optnumber(L, 4, 2.0);
+  luaL_argcheck(L, timeout >= 0 && timeout <= 3600, 4, "timeout out of range");
   zkl_error err;
   char *out = zkl_four_letter(host, port, cmd, timeout, &err);
   if (!out) return zkl_pusherr(L, &err);
@@ -515,6 +633,7 @@ static int lclient_ready(lua_State *L) {
   int i, n, all, pending;
   double since;
   if (!c) { lua_newtable(L); lua_pushboolean(L, 1); return 2; }
+  lclient_checkfork(L, c);
   pthread_mutex_lock(&c->mu);
   pending = c->wake_pending;
   since = c->wake_since;

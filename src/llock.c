@@ -16,17 +16,25 @@ static int llock_new(lua_State *L) {
   static const char *const kinds[] = { "mutex", "lease", "read", "write",
                                        NULL };
   zkl_client *c = zkl_checkclient(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = zkl_checkpath(L, 2);
   int kind = luaL_checkoption(L, 3, "mutex", kinds);
-  int max_leases = (int)luaL_optinteger(L, 4, 1);
+  int max_leases = lua_isnoneornil(L, 4) ? 1
+                   : zkl_checkrange(L, 4, 1, 0x7fffffff, "max_leases");
   size_t dlen = 0;
-  const char *data = luaL_optlstring(L, 5, "", &dlen);
+  const char *data = zkl_checkdata(L, 5, c, &dlen, 1, "");
   const char *ignore = luaL_optstring(L, 6, NULL);
-  llock_box *b = (llock_box *)lua_newuserdata(L, sizeof *b);
+  zkl_error err;
+  llock_box *b;
+  /* ignore: a child's name (our own write node), not a path */
+  luaL_argcheck(L, !ignore || (*ignore && !strchr(ignore, '/') &&
+                               strlen(ignore) < 256), 6,
+                "node name expected");
+  b = (llock_box *)lua_newuserdata(L, sizeof *b);
   b->l = NULL;
   luaL_setmetatable(L, ZKL_ATTEMPT_MT);
-  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen, ignore);
-  if (!b->l) return luaL_error(L, "out of memory");
+  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen, ignore,
+                      &err);
+  if (!b->l) return luaL_error(L, "zklock: %s", err.msg);
   return 1;
 }
 
@@ -121,6 +129,9 @@ static int llock_tostring(lua_State *L) {
   llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   if (!b->l) {
     lua_pushfstring(L, "zklock.attempt{gone}: %p", (void *)b);
+  } else if (zkl_client_forked(b->l->c)) { /* (its mutex is the parent's) */
+    lua_pushfstring(L, "zklock.attempt{%s, forked}: %p", b->l->path,
+                    (void *)b);
   } else {
     zkl_lock *l = b->l;
     char node[200];
@@ -152,7 +163,9 @@ static int llock_boxnew(lua_State *L) {
 
 static int llock_uuid(lua_State *L) {
   char u[40];
-  zkl_uuid(u);
+  if (!zkl_uuid(u))
+    return luaL_error(L, "zklock: no random bytes (getrandom and "
+                      "/dev/urandom both failed)");
   lua_pushstring(L, u);
   return 1;
 }

@@ -8,22 +8,33 @@
  *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
  *   release / timeout / __gc: DELETING -> DONE
  *
+ * From the create's reply on, a get-with-watch on our own node ("self
+ * watch") tells us when it goes: deleted by anyone but us while HELD, the
+ * hold is lost (on_lost, like an expiry); while queued, we queue again
+ * with a fresh node (docs/recipes.md).  The same get reads "__REVOKE__".
+ *
  * Every function here runs with the client's mutex held.  Requests carry
  * the epoch they were sent in; a reply from an older epoch is ignored. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "zkl.h"
 
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
        L_HELD, L_DELETING, L_DONE, L_FAILED };
-enum { R_PARENT, R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC };
+enum { R_PARENT, R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC,
+       R_SELF };
 
 static void lock_list(zkl_lock *l);
 static void lock_create(zkl_lock *l);
 static void lock_delete(zkl_lock *l);
+static void lock_watch_self(zkl_lock *l);
+static void lock_release_locked_(zkl_lock *l);
 
 static const char *const *lock_markers(const zkl_lock *l) {
   switch (l->kind) {
@@ -42,13 +53,31 @@ static const char *lock_marker(const zkl_lock *l) {
   }
 }
 
-void zkl_uuid(char *out) {
-  unsigned char b[16];
+/* getrandom, or /dev/urandom where it is refused (old kernels, seccomp
+ * filters answering ENOSYS or EPERM); 0 when neither gives bytes. */
+static int lock_random(unsigned char *b, size_t len) {
   size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+  int fd;
+  while (got < len) {
+    ssize_t n = getrandom(b + got, len - got, 0);
     if (n > 0) got += (size_t)n;
+    else if (n < 0 && errno != EINTR) break;
   }
+  if (got == len) return 1;
+  fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  while (got < len) {
+    ssize_t n = read(fd, b + got, len - got);
+    if (n > 0) got += (size_t)n;
+    else if (!(n < 0 && errno == EINTR)) break;
+  }
+  close(fd);
+  return got == len;
+}
+
+int zkl_uuid(char *out) {
+  unsigned char b[16];
+  if (!lock_random(b, sizeof b)) return 0;
   b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
   b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
   snprintf(out, 37,
@@ -56,6 +85,7 @@ void zkl_uuid(char *out) {
            "%02x%02x%02x%02x%02x%02x",
            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
            b[11], b[12], b[13], b[14], b[15]);
+  return 1;
 }
 
 char *zkl_join(const char *dir, const char *name) {
@@ -71,16 +101,24 @@ int zkl_is_cut(int rc) {
 
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
                        int max_leases, const char *data, int datalen,
-                       const char *ignore) {
+                       const char *ignore, zkl_error *err) {
   zkl_lock *l = calloc(1, sizeof *l);
   char name[80];
-  if (!l) return NULL;
+  if (!l) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  if (!zkl_uuid(l->uuid)) {
+    free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "no random bytes for a node name "
+               "(getrandom and /dev/urandom both failed)");
+    return NULL;
+  }
   l->c = c;
   l->refs = 1;
   l->kind = kind;
   l->max_leases = max_leases < 1 ? 1 : max_leases;
   l->state = L_IDLE;
-  zkl_uuid(l->uuid);
   snprintf(name, sizeof name, "_c_%s%s", l->uuid, lock_marker(l));
   l->path = strdup(path);
   l->prefix = zkl_join(path, name);
@@ -89,6 +127,7 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   l->ignore = ignore ? strdup(ignore) : NULL;
   if (!l->path || !l->prefix || !l->data || (ignore && !l->ignore)) {
     free(l->path); free(l->prefix); free(l->data); free(l->ignore); free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
     return NULL;
   }
   if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
@@ -175,9 +214,12 @@ static zkl_req *lock_req(zkl_lock *l, int kind) {
   return zkl_req_new(l->c, l, NULL, l->epoch, kind);
 }
 
+/* rc of the send; r NULL: it could not be allocated (rc is then ignored:
+ * callers send only with an r, `r ? zoo_a...(..., r) : ZSYSTEMERROR`). */
 static int lock_sent(zkl_lock *l, zkl_req *r, int rc, const char *what) {
-  if (rc == ZOK) return 1;
-  zkl_req_done(r);
+  if (r && rc == ZOK) return 1;
+  if (r) zkl_req_done(r);
+  if (!r) { lock_finish(l, ZSYSTEMERROR, "(out of memory)"); return 0; }
   lock_trouble(l, rc, what);
   return 0;
 }
@@ -234,8 +276,8 @@ static void lock_parents(zkl_lock *l) {
     int rc;
     if (s) *s = '\0';
     r = lock_req(l, R_PARENT);
-    rc = zoo_acreate(l->c->zh, p, NULL, -1, l->c->acl, ZOO_CONTAINER,
-                     lock_parent_cb, r);
+    rc = r ? zoo_acreate(l->c->zh, p, NULL, -1, &l->c->acl, ZOO_CONTAINER,
+                         lock_parent_cb, r) : ZSYSTEMERROR;
     if (!lock_sent(l, r, rc, p)) break;
     l->parents_left++;
     if (!s) break;
@@ -254,11 +296,17 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       const char *base = strrchr(name, '/');
       free(l->node);
       l->node = strdup(base ? base + 1 : name);
+      l->self_gen++;
       l->czxid = st->czxid;
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
-      if (l->abandon) lock_delete(l);
-      else if (!l->list_piped) lock_list(l);
+      if (!l->node) lock_finish(l, ZSYSTEMERROR, "(out of memory)");
+      else if (l->abandon) lock_delete(l);
+      else {
+        /* behind the piped listing: no round trip of its own */
+        lock_watch_self(l);
+        if (!l->list_piped && l->state == L_LISTING) lock_list(l);
+      }
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
     } else if (zkl_is_cut(rc)) {
@@ -281,8 +329,9 @@ static void lock_create(zkl_lock *l) {
   l->redo = 0;
   l->list_piped = 0;
   r = lock_req(l, R_CREATE);
-  rc = zoo_acreate2(l->c->zh, l->prefix, l->data, l->datalen, l->c->acl,
-                    ZOO_EPHEMERAL | ZOO_SEQUENCE, lock_create_cb, r);
+  rc = r ? zoo_acreate2(l->c->zh, l->prefix, l->data, l->datalen, &l->c->acl,
+                        ZOO_EPHEMERAL | ZOO_SEQUENCE, lock_create_cb, r)
+         : ZSYSTEMERROR;
   if (!lock_sent(l, r, rc, l->path)) return;
   l->create_out = 1;
   /* the listing rides right behind the create: one round trip */
@@ -327,54 +376,71 @@ static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
 }
 
 /* Revocation (Curator Revoker): a revoker sets our node's data to
- * "__REVOKE__"; we keep a get-with-watch on it and queue an event. */
+ * "__REVOKE__"; the self watch reads it and queues an event. */
 static const char REVOKE[] = "__REVOKE__";
 
-static void lock_revoke_cb(int rc, const char *v, int vlen,
-                           const struct Stat *st, const void *data) {
-  zkl_req *r = (zkl_req *)data;
-  zkl_lock *l = r->l;
-  (void)st;
-  pthread_mutex_lock(&r->c->mu);
-  zkl_client_heard(r->c, r->sent, rc);
-  if (l->state == L_HELD && r->epoch == l->epoch) {
-    if (rc == ZOK) {
-      if (v && vlen == (int)sizeof REVOKE - 1 &&
-          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
-        char *full = zkl_join(l->path, l->node);
-        if (full) zkl_event_push(l->c, ZKL_EV_REVOKE, full);
-        free(full);
-      }
-    } else {
-      l->revoke_armed = 0; /* gone or cut: re-armed on reconnect */
-    }
+/* Our node is gone, and we did not delete it: a hold is lost (as on an
+ * expiry); a queued attempt queues again with a new node (within the
+ * caller's deadline).  (docs/recipes.md, "someone else deletes a node") */
+static void lock_node_gone(zkl_lock *l) {
+  if (l->state == L_HELD) {
+    lock_lost_event(l);
+    free(l->node);
+    l->node = NULL;
+    l->self_gen++;
+    lock_release_locked_(l);
+  } else if (l->state == L_LISTING || l->state == L_WATCHING) {
+    lock_list(l); /* finds it missing: creates anew */
   }
-  zkl_client_touch(r->c, r->l->wake_id);
-  zkl_req_done(r);
-  zkl_client_changed(r->c);
-  pthread_mutex_unlock(&r->c->mu);
 }
 
-static void lock_arm_revoke(zkl_lock *l) {
+/* The reply to the self watch's get: our node's data, or its absence. */
+static void lock_self_cb(int rc, const char *v, int vlen,
+                         const struct Stat *st, const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c; /* (read before r is freed) */
+  zkl_lock *l = r->l;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  zkl_client_heard(c, r->sent, rc);
+  if (r->epoch == l->self_gen && l->node) {
+    if (rc == ZOK) {
+      if (l->state == L_HELD && l->revocable && v &&
+          vlen == (int)sizeof REVOKE - 1 &&
+          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        char *full = zkl_join(l->path, l->node);
+        if (full) zkl_event_push(c, ZKL_EV_REVOKE, full);
+        free(full);
+      }
+    } else if (rc == ZNONODE) {
+      lock_node_gone(l);
+    } /* cut: armed again on reconnect */
+  }
+  zkl_client_touch(c, l->wake_id);
+  zkl_req_done(r);
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Get-with-watch on our own node (dedupes with one already set: one watch
+ * per session and path on the server). */
+static void lock_watch_self(zkl_lock *l) {
   zkl_req *r;
   char *full;
   int rc;
-  if (l->state != L_HELD || !l->node || !zkl_client_usable(l->c, NULL))
-    return;
+  if (!l->node || !zkl_client_usable(l->c, NULL)) return;
   full = zkl_join(l->path, l->node);
-  r = lock_req(l, R_GET);
-  rc = full && r ? zoo_aget(l->c->zh, full, 1, lock_revoke_cb, r)
-                 : ZSYSTEMERROR;
+  r = full ? zkl_req_new(l->c, l, NULL, l->self_gen, R_SELF) : NULL;
+  rc = r ? zoo_aget(l->c->zh, full, 1, lock_self_cb, r) : ZSYSTEMERROR;
   free(full);
-  if (rc != ZOK) { if (r) zkl_req_done(r); return; }
-  l->revoke_armed = 1;
+  if (rc != ZOK && r) zkl_req_done(r); /* (cut: again on reconnect) */
 }
 
 void zkl_lock_revocable(zkl_lock *l) {
   pthread_mutex_lock(&l->c->mu);
   if (!l->revocable) {
     l->revocable = 1;
-    if (l->state == L_HELD && !l->revoke_armed) lock_arm_revoke(l);
+    if (l->state == L_HELD) lock_watch_self(l); /* read the data now */
   }
   pthread_mutex_unlock(&l->c->mu);
 }
@@ -391,11 +457,12 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   n = zkl_names_sort(sv->data, sv->count, lock_markers(l), e);
   idx = zkl_names_find(e, n, l->node);
   if (idx < 0) {
+    /* someone deleted our queued node: queue again, behind everyone */
     free(e);
     free(l->node);
     l->node = NULL;
-    lock_finish(l, ZNONODE, "(our lock node was deleted)");
-    if (l->state == L_FAILED) l->err.code = ZKL_ELOCK_LOST;
+    l->self_gen++;
+    if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
     return;
   }
   b = lock_blocker(l, e, idx);
@@ -403,14 +470,14 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
     l->state = L_HELD;
     lock_set_watch(l, NULL);
     zkl_client_kick(l->c); /* probes and the lost deadline start */
-    if (l->revocable) lock_arm_revoke(l);
+    if (l->revocable) lock_watch_self(l); /* data asked before we held */
   } else {
     zkl_req *r;
     int rc;
     lock_set_watch(l, zkl_join(l->path, b->name));
     l->state = L_WATCHING;
     r = lock_req(l, R_GET);
-    rc = zoo_aget(l->c->zh, l->watch, 1, lock_get_cb, r);
+    rc = r ? zoo_aget(l->c->zh, l->watch, 1, lock_get_cb, r) : ZSYSTEMERROR;
     lock_sent(l, r, rc, l->watch);
   }
   free(e);
@@ -424,7 +491,8 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
       l->czxid = st->czxid; /* ours: adopt it */
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
-      if (l->abandon) lock_delete(l); else lock_list(l);
+      if (l->abandon) lock_delete(l);
+      else { lock_watch_self(l); if (l->state == L_LISTING) lock_list(l); }
     } else if (rc == ZOK || rc == ZNONODE) {
       free(l->node); /* not ours (an older session's) or gone */
       l->node = NULL;
@@ -445,10 +513,11 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
       int rc;
       free(l->node);
       l->node = strdup(sv->data[i]);
+      l->self_gen++;
       l->epoch++;
-      r = lock_req(l, R_EXISTS);
-      rc = full ? zoo_aexists(l->c->zh, full, 0, lock_exists_cb, r)
-                : ZSYSTEMERROR;
+      r = full && l->node ? lock_req(l, R_EXISTS) : NULL;
+      rc = r ? zoo_aexists(l->c->zh, full, 0, lock_exists_cb, r)
+             : ZSYSTEMERROR;
       free(full);
       lock_sent(l, r, rc, l->path);
       return;
@@ -501,7 +570,8 @@ static void lock_list(zkl_lock *l) {
     if (!lock_sent(l, r, rc, l->path)) return;
   }
   r = lock_req(l, R_LIST);
-  rc = zoo_aget_children(l->c->zh, l->path, 0, lock_list_cb, r);
+  rc = r ? zoo_aget_children(l->c->zh, l->path, 0, lock_list_cb, r)
+         : ZSYSTEMERROR;
   if (lock_sent(l, r, rc, l->path) && l->state == L_CREATING)
     l->list_piped = 1;
 }
@@ -538,11 +608,11 @@ static void lock_delete(zkl_lock *l) {
   l->redo = 0;
   lock_set_watch(l, NULL);
   full = zkl_join(l->path, l->node);
-  r = lock_req(l, R_DELETE);
-  rc = full ? zoo_adelete(l->c->zh, full, -1, lock_delete_cb, r) : ZSYSTEMERROR;
+  r = full ? lock_req(l, R_DELETE) : NULL;
+  rc = r ? zoo_adelete(l->c->zh, full, -1, lock_delete_cb, r) : ZSYSTEMERROR;
   free(full);
   if (rc != ZOK) {
-    zkl_req_done(r);
+    if (r) zkl_req_done(r);
     if (zkl_is_cut(rc)) l->redo = 1;
     else lock_finish(l, ZOK, NULL);
   }
@@ -554,13 +624,16 @@ void zkl_lock_on_connected(zkl_lock *l) {
   switch (l->state) {
   case L_PARENTS: if (l->redo) lock_parents(l); break;
   case L_CREATING: if (l->redo && !l->create_out) lock_create(l); break;
-  case L_RECOVER: case L_LISTING: case L_WATCHING:
+  case L_LISTING: case L_WATCHING:
+    lock_watch_self(l); /* (the last one may have been cut unsent) */
+    /* fall through */
+  case L_RECOVER:
     /* watches survive a reconnect, but a fresh listing costs one request
      * and covers anything missed */
     lock_list(l);
     break;
   case L_DELETING: if (l->redo) lock_delete(l); break;
-  case L_HELD: if (l->revocable && !l->revoke_armed) lock_arm_revoke(l); break;
+  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
   default: break;
   }
 }
@@ -575,18 +648,25 @@ void zkl_lock_on_expired(zkl_lock *l) {
   lock_finish(l, ZSESSIONEXPIRED, NULL);
 }
 
-void zkl_lock_on_watch(zkl_lock *l, int type, const char *path) {
+/* Returns 2 when the event was about the node we wait for, 1 when about
+ * our own node, else 0. */
+int zkl_lock_on_watch(zkl_lock *l, int type, const char *path) {
+  size_t n;
   if (l->watch && strcmp(l->watch, path) == 0) {
     /* deleted, or changed (which used the watch up): look again */
     if (l->state == L_WATCHING) lock_list(l);
-    return;
+    return 2;
   }
-  if (l->revocable && l->state == L_HELD && l->node) {
-    char *full = zkl_join(l->path, l->node);
-    if (full && strcmp(full, path) == 0 && type == ZOO_CHANGED_EVENT)
-      lock_arm_revoke(l); /* read the new data, watch again */
-    free(full);
-  }
+  /* our node: path == l->path + "/" + l->node */
+  n = strlen(l->path);
+  if (!l->node || strncmp(path, l->path, n) != 0 || path[n] != '/' ||
+      strcmp(path + n + 1, l->node) != 0)
+    return 0;
+  if (l->state != L_HELD && l->state != L_LISTING && l->state != L_WATCHING)
+    return 1; /* (our own delete, or a reply on its way says the rest) */
+  if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
+  else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
+  return 1;
 }
 
 void zkl_lock_on_closed(zkl_lock *l) {
@@ -666,7 +746,7 @@ int zkl_lock_held(zkl_lock *l) {
   return held;
 }
 
-static void lock_release_locked(zkl_lock *l) {
+static void lock_release_locked_(zkl_lock *l) {
   l->abandon = 1;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(l, ZOK, NULL); return;
@@ -692,7 +772,7 @@ int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
   /* the server may have expired us: the hold is over, whatever comes; if
    * the session lives after all, our node must not outlive our belief */
   lock_lost_event(l);
-  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
+  lock_release_locked_(l); /* (Lua reports "lock_lost": held() is false) */
   zkl_client_touch(l->c, l->wake_id);
   zkl_client_changed(l->c);
   return 0;
@@ -700,14 +780,14 @@ int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
 
 void zkl_lock_release(zkl_lock *l) {
   pthread_mutex_lock(&l->c->mu);
-  lock_release_locked(l);
+  lock_release_locked_(l);
   pthread_mutex_unlock(&l->c->mu);
 }
 
 void zkl_lock_drop(zkl_lock *l) {
   zkl_client *c = l->c;
   pthread_mutex_lock(&c->mu);
-  lock_release_locked(l);
+  lock_release_locked_(l);
   zkl_lock_unref(l);
   pthread_mutex_unlock(&c->mu);
   zkl_client_unref(c);

@@ -2,14 +2,23 @@
  * (participants), create / delete / set (barrier, revocation), waiting for
  * a node to go (barrier wait), and the double barrier's enter and leave
  * loops.  Like lock.c, every function below runs with the client's mutex
- * held unless it says "Lua thread"; requests carry the op's epoch. */
+ * held unless it says "Lua thread"; requests carry the op's epoch.
+ *
+ * A deletion outlives its Lua box: an op dropped (collected) with a node
+ * of ours still to delete keeps a reference on itself (selfref) and
+ * retries across connection loss until the node or the session is gone.
+ * Waits watch with get (no watch is left behind on a node that is gone:
+ * an exists on a missing node would leave one for the session's life).
+ * An enter waits on a children watch of the barrier's directory, which
+ * holds our member node while we wait: "ready" appearing (or enough
+ * members) fires it, and a cancelled enter's own deletion uses it up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zkl.h"
 
-enum { S_MAIN, S_PARENTS, S_READY, S_COUNT, S_MKREADY, S_DELOURS, S_RMREADY,
+enum { S_MAIN, S_PARENTS, S_COUNT, S_MKREADY, S_DELOURS, S_RMREADY,
        S_WATCH, S_FCREATE, S_FSTAT };
 
 static void op_step(zkl_op *op);
@@ -51,7 +60,14 @@ static void op_finish(zkl_op *op, int rc, const char *what) {
   op_set_watch(op, NULL); /* only now: `what` may be op->watch */
   zkl_client_touch(op->c, op->wake_id);
   zkl_client_changed(op->c);
+  if (op->selfref) { /* its work is over: let go (callers hold a ref of
+                        their own, or touch op no more) */
+    op->selfref = 0;
+    zkl_op_unref(op);
+  }
 }
+
+static void op_unwatch(zkl_op *op) { op_set_watch(op, NULL); }
 
 /* a cut connection: try the current stage again once reconnected */
 static void op_trouble(zkl_op *op, int rc, const char *what) {
@@ -121,7 +137,8 @@ static int op_strcmp(const void *a, const void *b) {
 static void op_void_cb(int rc, const void *data);
 static void op_set_cb(int rc, const struct Stat *st, const void *data);
 static void op_string_cb(int rc, const char *value, const void *data);
-static void op_stat_cb(int rc, const struct Stat *st, const void *data);
+static void op_gone_cb(int rc, const char *v, int vlen, const struct Stat *st,
+                       const void *data);
 static void op_children_cb(int rc, const struct String_vector *sv,
                            const void *data);
 
@@ -136,7 +153,7 @@ static void op_parents(zkl_op *op, const char *target) {
     zkl_req *r;
     *s = '\0';
     r = op_req(op);
-    if (!op_sent(op, r, r ? zoo_acreate(op->c->zh, p, NULL, -1, op->c->acl,
+    if (!op_sent(op, r, r ? zoo_acreate(op->c->zh, p, NULL, -1, &op->c->acl,
                                        ZOO_CONTAINER, op_string_cb, r)
                           : ZSYSTEMERROR, p)) break;
     op->parents_left++;
@@ -165,7 +182,7 @@ static void op_string_cb(int rc, const char *value, const void *data) {
     const char *target = op->kind == ZKL_OP_DB_ENTER ? op->ours : op->path;
     if (rc == ZOK || rc == ZNODEEXISTS) {
       op->result = rc == ZOK;
-      if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_READY);
+      if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_COUNT);
       else op_finish(op, ZOK, NULL);
     } else if (rc == ZNONODE) {
       op_parents(op, target);
@@ -173,7 +190,7 @@ static void op_string_cb(int rc, const char *value, const void *data) {
       op_trouble(op, rc, target);
     }
   } else if (op->stage == S_MKREADY) {
-    if (rc == ZOK || rc == ZNODEEXISTS) op_goto(op, S_READY);
+    if (rc == ZOK || rc == ZNODEEXISTS) op_finish(op, ZOK, NULL); /* in */
     else op_trouble(op, rc, op->path);
   }
   op_leave(r);
@@ -283,26 +300,24 @@ static void op_void_cb(int rc, const void *data) { /* deletes */
   op_leave(r);
 }
 
-static void op_stat_cb(int rc, const struct Stat *st, const void *data) {
+/* WAIT_GONE, DB_LEAVE's S_WATCH: get-with-watch on a node we wait to go
+ * (a missing node leaves no watch behind) */
+static void op_gone_cb(int rc, const char *v, int vlen, const struct Stat *st,
+                       const void *data) {
   zkl_req *r;
   zkl_op *op = op_enter(data, rc, &r);
-  (void)st;
+  (void)v; (void)vlen; (void)st;
   if (!op) { op_leave(r); return; }
-  if (rc != ZOK && rc != ZNONODE) {
-    op_trouble(op, rc, op->watch);
-  } else if (op->kind == ZKL_OP_WAIT_GONE) {
-    if (rc == ZNONODE) op_finish(op, ZOK, NULL);   /* else: watch set */
-  } else if (op->stage == S_READY) {               /* DB_ENTER */
-    if (rc == ZOK) op_finish(op, ZOK, NULL);       /* ready: entered */
-    else op_goto(op, S_COUNT);                     /* watch set: count */
-  } else if (op->stage == S_WATCH) {               /* DB_LEAVE */
-    if (rc == ZNONODE) op_goto(op, S_MAIN);        /* else: watch set */
-  }
+  if (rc != ZOK && rc != ZNONODE) op_trouble(op, rc, op->watch);
+  else if (rc == ZOK) { /* watch set: wait */ }
+  else if (op->kind == ZKL_OP_WAIT_GONE) op_finish(op, ZOK, NULL);
+  else op_goto(op, S_MAIN);                        /* DB_LEAVE: look again */
   op_leave(r);
 }
 
 static void op_leave_decide(zkl_op *op, char **m, int n) {
-  const char *ours = strrchr(op->ours, '/') + 1;
+  const char *slash = strrchr(op->ours, '/'); /* (the binding checked it) */
+  const char *ours = slash ? slash + 1 : op->ours;
   int i, present = 0;
   for (i = 0; i < n; i++) if (strcmp(m[i], ours) == 0) present = 1;
   if (n == 0) {
@@ -355,9 +370,12 @@ static void op_children_cb(int rc, const struct String_vector *sv,
   for (i = 0; i < sv->count; i++)
     if (op_is_member(sv->data[i])) m[n++] = sv->data[i];
   if (op->kind == ZKL_OP_DB_ENTER) {
-    /* enough members: make "ready" and look again; else the watch that
-     * S_READY left on "ready" wakes us, and we look again then */
-    if (n >= op->members) op_goto(op, S_MKREADY);
+    /* "ready": entered; enough members: make it; else the children watch
+     * wakes us on the next change, and we look again then */
+    for (i = 0; i < sv->count; i++)
+      if (strcmp(sv->data[i], "ready") == 0) break;
+    if (i < sv->count) op_finish(op, ZOK, NULL);
+    else if (n >= op->members) op_goto(op, S_MKREADY);
   } else {
     qsort(m, (size_t)n, sizeof *m, op_strcmp);
     op_leave_decide(op, m, n);
@@ -372,7 +390,7 @@ static int op_fenced_multi(zkl_op *op, zhandle_t *zh, zkl_req *r) {
   zoo_check_op_init(&op->mops[0], op->ours, -1);
   if (op->stage == S_FCREATE)
     zoo_create_op_init(&op->mops[1], op->path, op->data, op->datalen,
-                       op->c->acl, 0, op->mname, sizeof op->mname);
+                       &op->c->acl, 0, op->mname, sizeof op->mname);
   else
     zoo_set_op_init(&op->mops[1], op->path, op->data, op->datalen, -1,
                     &op->mstat);
@@ -396,10 +414,10 @@ static void op_step(zkl_op *op) {
     case ZKL_OP_CHILDREN: case ZKL_OP_DB_LEAVE:
       rc = zoo_aget_children(zh, op->path, 0, op_children_cb, r); break;
     case ZKL_OP_CREATE:
-      rc = zoo_acreate(zh, op->path, op->data, op->datalen, op->c->acl,
+      rc = zoo_acreate(zh, op->path, op->data, op->datalen, &op->c->acl,
                        op->flags, op_string_cb, r); break;
     case ZKL_OP_DB_ENTER:
-      rc = zoo_acreate(zh, op->ours, NULL, -1, op->c->acl, ZOO_EPHEMERAL,
+      rc = zoo_acreate(zh, op->ours, NULL, -1, &op->c->acl, ZOO_EPHEMERAL,
                        op_string_cb, r); break;
     case ZKL_OP_DELETE:
       rc = zoo_adelete(zh, op->path, -1, op_void_cb, r); break;
@@ -412,19 +430,19 @@ static void op_step(zkl_op *op) {
       rc = op_fenced_multi(op, zh, r); break;
     case ZKL_OP_WAIT_GONE:
       op_set_watch(op, strdup(op->path));
-      rc = zoo_aexists(zh, op->path, 1, op_stat_cb, r); break;
+      rc = op->watch ? zoo_aget(zh, op->path, 1, op_gone_cb, r)
+                     : ZSYSTEMERROR;
+      break;
     }
     break;
-  case S_READY:
-    ready = zkl_join(op->path, "ready");
-    op_set_watch(op, ready ? strdup(ready) : NULL);
-    rc = ready ? zoo_aexists(zh, ready, 1, op_stat_cb, r) : ZSYSTEMERROR;
+  case S_COUNT: /* DB_ENTER: count the members, watch the directory */
+    op_set_watch(op, strdup(op->path));
+    rc = op->watch ? zoo_aget_children(zh, op->path, 1, op_children_cb, r)
+                   : ZSYSTEMERROR;
     break;
-  case S_COUNT:
-    rc = zoo_aget_children(zh, op->path, 0, op_children_cb, r); break;
   case S_MKREADY:
     ready = zkl_join(op->path, "ready");
-    rc = ready ? zoo_acreate(zh, ready, NULL, -1, op->c->acl, 0,
+    rc = ready ? zoo_acreate(zh, ready, NULL, -1, &op->c->acl, 0,
                              op_string_cb, r) : ZSYSTEMERROR;
     break;
   case S_DELOURS:
@@ -434,7 +452,7 @@ static void op_step(zkl_op *op) {
     rc = ready ? zoo_adelete(zh, ready, -1, op_void_cb, r) : ZSYSTEMERROR;
     break;
   case S_WATCH:
-    rc = op->watch ? zoo_aexists(zh, op->watch, 1, op_stat_cb, r)
+    rc = op->watch ? zoo_aget(zh, op->watch, 1, op_gone_cb, r)
                    : ZSYSTEMERROR;
     break;
   case S_FSTAT:
@@ -451,7 +469,7 @@ static void op_step(zkl_op *op) {
 void zkl_op_on_watch(zkl_op *op) {
   if (op->done || op->cancel) return;
   if (op->kind == ZKL_OP_DB_LEAVE) op_goto(op, S_MAIN);
-  else if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_READY); /* ready? */
+  else if (op->kind == ZKL_OP_DB_ENTER) op_goto(op, S_COUNT); /* ready? */
   else op_goto(op, op->stage); /* WAIT_GONE: look again */
 }
 
@@ -521,7 +539,11 @@ zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
   zkl_op *op = op_new(c, ZKL_OP_CREATE, path, err);
   if (!op) return NULL;
   op->flags = flags;
-  if (!op_setdata(op, data, datalen)) { free(op->path); free(op); return NULL; }
+  if (!op_setdata(op, data, datalen)) {
+    free(op->path); free(op);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
   return op_start(op, err);
 }
 
@@ -534,7 +556,11 @@ zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
                    int datalen, zkl_error *err) {
   zkl_op *op = op_new(c, ZKL_OP_SET, path, err);
   if (!op) return NULL;
-  if (!op_setdata(op, data, datalen)) { free(op->path); free(op); return NULL; }
+  if (!op_setdata(op, data, datalen)) {
+    free(op->path); free(op);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
   return op_start(op, err);
 }
 
@@ -566,7 +592,11 @@ zkl_op *zkl_op_db(zkl_client *c, int kind, const char *path,
   if (!op) return NULL;
   op->members = members;
   op->ours = strdup(ours);
-  if (!op->ours) { free(op->path); free(op); return NULL; }
+  if (!op->ours) {
+    free(op->path); free(op);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
   return op_start(op, err);
 }
 
@@ -585,7 +615,7 @@ int zkl_op_cancel(zkl_op *op) {
   if (!op->done && !op->cancel) {
     cancelled = 1;
     op->cancel = 1;
-    op_set_watch(op, NULL);
+    op_unwatch(op);
     if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(op->c, NULL))
       op_goto(op, S_DELOURS); /* a timed-out enter takes its node back */
     else
@@ -599,12 +629,21 @@ void zkl_op_drop(zkl_op *op) {
   zkl_client *c = op->c;
   pthread_mutex_lock(&c->mu);
   if (!op->done) { /* nobody waits any more: stop, but finish a deletion */
-    op->cancel = 1;
-    op_set_watch(op, NULL);
-    if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(c, NULL))
+    int member = op->kind == ZKL_OP_DB_ENTER || op->kind == ZKL_OP_DB_LEAVE;
+    if (member && !(op->cancel && op->stage == S_DELOURS) &&
+        zkl_client_usable(c, NULL)) {
+      op->cancel = 1; /* our member node goes (it may be gone: fine) */
+      op_unwatch(op);
       op_goto(op, S_DELOURS);
-    else
+    } else if (!member && op->kind != ZKL_OP_DELETE) {
+      op->cancel = 1;
+      op_unwatch(op);
       op_finish(op, ZOK, NULL);
+    }
+    if (!op->done && !op->selfref) { /* a deletion left: see it through */
+      op->selfref = 1;
+      op->refs++;
+    }
   }
   zkl_op_unref(op);
   pthread_mutex_unlock(&c->mu);

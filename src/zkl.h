@@ -66,7 +66,16 @@ void zkl_seterr(zkl_error *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void zkl_seterr_rc(zkl_error *e, int rc, const char *what);
 
-double zkl_now(void); /* monotonic seconds */
+double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
+/* Seconds on a clock that keeps running while the machine is suspended
+ * (CLOCK_BOOTTIME): what "last heard" and the session's expiry are
+ * measured in, since the server's clock runs on during a suspend
+ * (docs/guarantees.md). */
+double zkl_bootnow(void);
+
+/* Longest path and data the binding accepts (docs/limits.md). */
+#define ZKL_PATH_MAX 4096
+#define ZKL_DATA_DEFAULT (1024 * 1024 - 8192)
 
 /* ---- client.c --------------------------------------------------------- */
 enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
@@ -102,13 +111,15 @@ typedef struct zkl_client {
   char *auth_scheme, *auth_cred; int auth_len;
   unsigned long n_sessions, n_lost;
   pid_t pid;              /* process that opened the session */
-  const struct ACL_vector *acl;
+  struct ACL_vector acl;  /* of every node created (owned) */
+  int max_data;           /* longest data accepted, bytes */
   struct zkl_lock *locks; /* live lock attempts, for watch dispatch */
   struct zkl_op *ops;     /* live ops, for watch dispatch */
   struct zkl_req *reqs;   /* outstanding requests */
   struct zkl_event *ev_head, *ev_tail; /* callbacks Lua owes the user */
   int n_events;
   unsigned long n_watch_events, n_requests;
+  unsigned long n_own_events; /* of those: only about our own lock nodes */
   /* OpenResty: the event loop waits on a unix socket instead of cv.
    * wake_fd is our end: one byte is written when something changed and
    * the last byte has not been taken (wake_pending).  Objects with a wake
@@ -133,8 +144,16 @@ typedef struct zkl_event {
 
 void zkl_event_push(zkl_client *c, int type, const char *path); /* mu held */
 
-zkl_client *zkl_client_new(const char *hosts, int timeout_ms, int acl,
-                           int renew, zkl_error *err);
+/* The ACL presets; a list is built with zkl_acl_list. */
+enum { ZKL_ACL_OPEN, ZKL_ACL_CREATOR, ZKL_ACL_READ };
+/* acl: taken over by the client (freed with it, and on failure). */
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
+                           struct ACL_vector *acl, int renew, zkl_error *err);
+/* A preset as a vector the caller owns: 0 with err when out of memory. */
+int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err);
+void zkl_acl_free(struct ACL_vector *v);
+/* "cdrwa" -> ZOO_PERM_*; -1 on a letter that is none of those */
+int zkl_acl_perms(const char *s);
 /* Sent now and again to every new session; 0 with err on failure. */
 int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
                         int len, zkl_error *err);
@@ -214,6 +233,7 @@ typedef struct zkl_op {
   int64_t zxid;   /* FENCED: the write's mzxid */
   char mname[8];  /* FENCED: the created name (not used) */
   int maybe;      /* FENCED: a try was cut: a failure is not certain */
+  int selfref;    /* dropped with a deletion left to do: keeps itself */
 } zkl_op;
 
 /* All from the Lua thread; NULL with err set when it cannot start. */
@@ -245,7 +265,9 @@ void zkl_op_on_connected(zkl_op *op);  /* mu held */
 void zkl_op_on_expired(zkl_op *op);    /* mu held */
 
 /* shared by lock.c and op.c */
-void zkl_uuid(char *out); /* 36 chars + NUL, random (v4) */
+/* 36 chars + NUL, random (v4); 0 when no random bytes can be had
+ * (getrandom refused and /dev/urandom unreadable). */
+int zkl_uuid(char *out);
 char *zkl_join(const char *dir, const char *name);
 int zkl_is_cut(int rc);
 
@@ -274,8 +296,8 @@ typedef struct zkl_lock {
   char *watch;     /* full path of the watched predecessor */
   char *ignore;    /* read lock of the write holder: our own writer node */
   int revocable;   /* watch our node's data for "__REVOKE__" */
-  int revoke_armed;/* that get-with-watch is in place */
   int selfref;     /* given up with work left: keeps itself alive */
+  int self_gen;    /* bumped whenever `node` changes: tags self watches */
   unsigned wake_id;/* OpenResty waiter's token, or 0 */
   int64_t czxid;
   int64_t session; /* session that created our node */
@@ -284,7 +306,7 @@ typedef struct zkl_lock {
 
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
                        int max_leases, const char *data, int datalen,
-                       const char *ignore);
+                       const char *ignore, zkl_error *err);
 void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
 char *zkl_lock_nodepath(zkl_lock *l); /* malloc'd, or NULL; mu held */
 int zkl_lock_start(zkl_lock *l, zkl_error *err);
@@ -302,7 +324,8 @@ void zkl_lock_on_expired(zkl_lock *l);
 /* The timer thread: a hold not confirmed by the server by `deadline` is
  * lost.  Returns 1 while l is a hold still believed. */
 int zkl_lock_check_lost(zkl_lock *l, double now, double deadline);
-void zkl_lock_on_watch(zkl_lock *l, int type, const char *path);
+/* 2: the node l waits for; 1: l's own node; 0: neither */
+int zkl_lock_on_watch(zkl_lock *l, int type, const char *path);
 void zkl_lock_unref(zkl_lock *l);   /* with mu held */
 void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */
 void zkl_lock_on_closed(zkl_lock *l); /* the client closed: finish */

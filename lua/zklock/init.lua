@@ -70,6 +70,7 @@ local function check_path(path, n, fname)
   local why
   if path:sub(1, 1) ~= "/" then why = "path must start with '/'"
   elseif #path == 1 then why = "path must not be the root"
+  elseif #path > 4096 then why = "path too long (over 4096 bytes)"
   elseif path:sub(-1) == "/" then why = "path must not end with '/'"
   elseif path:find("//", 1, true) then why = "empty path component"
   elseif path:find("%z") then why = "path contains a NUL byte"
@@ -81,7 +82,7 @@ local function check_path(path, n, fname)
 end
 
 local function check_count(v, n, fname, what)
-  if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > 2 ^ 31 then
+  if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > 2 ^ 31 - 1 then
     argerror(n, fname, what .. " must be a positive integer, got " ..
       tostring(v))
   end
@@ -179,6 +180,35 @@ end
 M._await = await
 M._dispatch = dispatch
 
+-- await for a lock attempt, with the attempt given up (its node deleted at
+-- once) whenever the wait does not return: an error raised out of the
+-- waiter, or, on Lua 5.4, coroutine.close() of the waiting coroutine
+-- (a to-be-closed guard; `<close>` is loaded from a string so that LuaJIT
+-- can parse this file).  docs/recipes.md, "abandoned waits".
+local guarded_await
+if _VERSION == "Lua 5.4" then
+  guarded_await = assert(load([[
+    local await, pcall = ...
+    local guard_mt = { __close = function(g)
+      if g.armed then pcall(g.att.release, g.att) end
+    end }
+    return function(client, att, deadline, slack)
+      local g <close> = setmetatable({ att = att, armed = true }, guard_mt)
+      local st, msg, code = await(client, att, deadline, slack)
+      g.armed = false
+      return st, msg, code
+    end]], "=zklock.guard"))(await, pcall)
+else
+  guarded_await = function(client, att, deadline, slack)
+    local ok, st, msg, code = pcall(await, client, att, deadline, slack)
+    if not ok then
+      pcall(att.release, att)
+      error(st, 0)
+    end
+    return st, msg, code
+  end
+end
+
 -- Release every level of `co`'s hold of `lock` on its behalf (zklock.ngx:
 -- the request that took it has ended).  Returns whether it held it.
 function M._release_owner(lock, co)
@@ -211,6 +241,47 @@ end
 -- client
 
 local ACLS = { open = 0, creator = 1, read = 2 }
+local max_data = setmetatable({}, WEAK_KEYS) -- client -> bytes
+local DEFAULT_MAX_DATA = 1024 * 1024 - 8192
+
+-- `data` (argument n of fname) fits the client's max_data, or the error.
+local function check_data(client, data, n, fname)
+  if type(data) ~= "string" then
+    argerror(n, fname, "string expected, got " .. type(data))
+  end
+  local limit = max_data[client] or DEFAULT_MAX_DATA
+  if #data > limit then
+    argerror(n, fname, ("data of %d bytes is over the client's limit of %d " ..
+      "(max_data)"):format(#data, limit))
+  end
+  return data
+end
+
+-- opts.acl: a preset name or a list { { scheme, id, perms }, ... }
+local function check_acl(acl, auth, fname)
+  if acl == nil then return 0 end
+  if type(acl) == "table" then
+    if #acl == 0 then argerror(2, fname, "acl list must not be empty") end
+    for i, e in ipairs(acl) do
+      if type(e) ~= "table" or type(e[1]) ~= "string" or
+          type(e[2]) ~= "string" or type(e[3]) ~= "string" or
+          not e[3]:find("^[cdrwa]+$") then
+        argerror(2, fname, ("acl entry %d must be { scheme, id, perms } " ..
+          "with perms made of 'cdrwa'"):format(i))
+      end
+    end
+    return acl
+  end
+  local preset = ACLS[acl]
+  if not preset then
+    argerror(2, fname, "acl must be 'open', 'creator', 'read' or a list")
+  end
+  if preset ~= 0 and not auth then
+    argerror(2, fname, "acl '" .. acl .. "' needs auth: it names the " ..
+      "identities the session authenticates as")
+  end
+  return preset
+end
 
 -- What `await` polls while the session is in state `passing` (connecting
 -- at first, expired while a new session opens): "pending" until it leaves.
@@ -240,22 +311,25 @@ local function open(hosts, opts, fname)
   if type(ct) ~= "number" or not (ct >= 0) then
     argerror(2, fname, "connect_timeout must be a number >= 0")
   end
-  local acl = ACLS[opts.acl or "open"]
-  if not acl then
-    argerror(2, fname, "acl must be 'open', 'creator' or 'read'")
-  end
   local auth = opts.auth
   if auth ~= nil and (type(auth) ~= "table" or type(auth[1]) ~= "string"
       or type(auth[2]) ~= "string") then
     argerror(2, fname, "auth must be { scheme, credential }")
+  end
+  local acl = check_acl(opts.acl, auth, fname)
+  local md = opts.max_data
+  if md ~= nil and (type(md) ~= "number" or md ~= floor(md) or md < 0 or
+      md > 2 ^ 31 - 1) then
+    argerror(2, fname, "max_data must be an integer from 0 to 2^31-1")
   end
   local renew = opts.renew_session
   if renew ~= nil and type(renew) ~= "boolean" then
     argerror(2, fname, "renew_session must be a boolean")
   end
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
-    renew ~= false)
+    renew ~= false, md)
   if not c then return nil, msg, code end
+  max_data[c] = md
   if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])
@@ -268,7 +342,9 @@ M._open = open
 --- Open a session.
 -- @string hosts connect string, "127.0.0.1:2181,127.0.0.1:2182/chroot"
 -- @tparam[opt] table opts `session_timeout` (s, default 10),
---  `connect_timeout` (s, default 10), `acl` ("open"|"creator"|"read"),
+--  `connect_timeout` (s, default 10), `acl` ("open"|"creator"|"read", or
+--  a list `{ { scheme, id, perms }, ... }`: docs/acl.md), `max_data`
+--  (longest data accepted, bytes; default 1 MiB - 8 KiB),
 --  `auth` ({scheme, credential}), `renew_session` (default true: after
 --  an expiry the client opens a new session by itself)
 -- @return client, or nil, message, code
@@ -304,7 +380,7 @@ end
 
 local Lock = {}
 Lock.__index = Lock
-local arm_callbacks
+local arm_callbacks, list_participants
 
 -- The fields of a boxed object of class `mt`, or the standard error.
 local function checked(self, mt, fname, what)
@@ -402,6 +478,19 @@ function client_methods:semaphore_mutex(path)
       single = true })
 end
 
+local RwLock = { __name = "zklock.rwlock" }
+RwLock.__index = RwLock
+
+--- Readers and writers of the read/write lock, in queue order (full node
+-- paths).  @return array, or nil, message, code
+function RwLock:participants(timeout)
+  if getmetatable(self) ~= RwLock then
+    argerror(1, "participants", "zklock rwlock expected, got " .. type(self))
+  end
+  timeout = check_timeout(timeout, 1, "participants")
+  return list_participants(unbox(self.read), timeout)
+end
+
 --- A read/write lock (Curator InterProcessReadWriteLock): `rw.read` and
 -- `rw.write` are reentrant locks on one path, nodes `_c_<uuid>-__READ__<seq>`
 -- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
@@ -414,8 +503,7 @@ function client_methods:rwlock(path)
     { kind = "write", markers = "rw", name = "zklock.rwlock.write" })
   local rf, wf = unbox(r), unbox(w)
   rf.partner, wf.partner = wf, rf
-  return setmetatable({ read = r, write = w, path = path },
-    { __name = "zklock.rwlock" })
+  return setmetatable({ read = r, write = w, path = path }, RwLock)
 end
 
 -- Take a node in the queue of f's path and wait to hold it.  Returns the
@@ -432,7 +520,7 @@ local function take(f, timeout, ignore)
   end
   if not ok then return nil, msg, code end
   local st
-  st, msg, code = await(client, att, timeout and now() + timeout,
+  st, msg, code = guarded_await(client, att, timeout and now() + timeout,
     client:session_timeout())
   if st == "held" then return att end
   -- timed out or failed: our node goes (now, or once its create returns)
@@ -519,7 +607,7 @@ function Lock:release()
     -- it and our write node; such a writer would get the lock at once and
     -- write while we read, so then the write node stays until we stop
     -- reading (a writer that queues later waits for our read node anyway)
-    local names = self:participants(f.client:session_timeout())
+    local names = list_participants(f, f.client:session_timeout())
     local w, r = node and f.path .. "/" .. node, reader.att:info()
     r = r and f.path .. "/" .. r
     local between, seen = false, false
@@ -566,11 +654,9 @@ function Lock:node()
   return name and f.path .. "/" .. name or nil
 end
 
---- Contenders in queue order (first = holder), as full node paths.
--- @return array, or nil, message, code
-function Lock:participants(timeout)
-  local f = fields(self, "participants")
-  timeout = check_timeout(timeout, 1, "participants")
+-- Every contender of f's path in queue order (full node paths); for a
+-- read/write lock `kind` ("read"/"write") keeps one kind of node only.
+list_participants = function(f, timeout, kind)
   local c, msg, code = closed(f.client)
   if c then return nil, msg, code end
   local op
@@ -581,8 +667,23 @@ function Lock:participants(timeout)
   local names
   names, msg, code = op:result()
   if not names then return nil, msg, code end
-  for i = 1, #names do names[i] = f.path .. "/" .. names[i] end
-  return names
+  local out, marker = {}, kind and (kind == "read" and "__READ__" or "__WRIT__")
+  for i = 1, #names do
+    if not marker or names[i]:find(marker, 1, true) then
+      out[#out + 1] = f.path .. "/" .. names[i]
+    end
+  end
+  return out
+end
+
+--- Contenders in queue order (first = holder), as full node paths.  As in
+-- Curator, `rw.read` and `rw.write` list the nodes of their own kind;
+-- `rw:participants()` lists both.
+-- @return array, or nil, message, code
+function Lock:participants(timeout)
+  local f = fields(self, "participants")
+  timeout = check_timeout(timeout, 1, "participants")
+  return list_participants(f, timeout, f.partner and f.kind)
 end
 
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.
@@ -803,8 +904,13 @@ function MultiLock:acquire(timeout)
   return self
 end
 
---- Release every lock, in reverse order.  @return true, or nil, msg, code
--- of the first that failed (all are released regardless)
+--- Release every lock, in reverse order, whatever happens to any of them
+-- (Curator InterProcessMultiLock: all are released, then the first failure
+-- is reported).  A member no longer held by the caller (released on its
+-- own, say by an on_revoke callback) counts as lost.
+-- @return true; or nil, msg, code of the first failure: "lock_lost" for a
+-- member lost or released elsewhere (the message names it), else the
+-- member's own code
 function MultiLock:release()
   local m = multi_fields(self, "release")
   local co = me()
@@ -814,7 +920,12 @@ function MultiLock:release()
   m.owners[co] = m.owners[co] > 1 and m.owners[co] - 1 or nil
   local r1, r2, r3 = true, nil, nil
   for i = #m.locks, 1, -1 do
-    local ok, msg, code = m.locks[i]:release()
+    local l = m.locks[i]
+    local fine, ok, msg, code = pcall(l.release, l)
+    if not fine then -- (not held any more: released behind our back)
+      ok, msg, code = nil, ("multilock: %s was not held any more (%s)")
+        :format(unbox(l).path, tostring(ok)), "lock_lost"
+    end
     if not ok and r1 then r1, r2, r3 = nil, msg, code end
   end
   return r1, r2, r3
@@ -900,9 +1011,7 @@ end
 function Lock:fenced_set(path, data, timeout)
   local f = fields(self, "fenced_set")
   check_path(path, 1, "fenced_set")
-  if type(data) ~= "string" then
-    argerror(2, "fenced_set", "string expected, got " .. type(data))
-  end
+  check_data(f.client, data, 2, "fenced_set")
   timeout = check_timeout(timeout, 3, "fenced_set")
   local own = f.owners[f.single and f or me()]
   if not own then
@@ -943,9 +1052,7 @@ end
 function client_methods:set(path, data, timeout)
   check_client(self, "set")
   check_path(path, 1, "set")
-  if type(data) ~= "string" then
-    argerror(2, "set", "string expected, got " .. type(data))
-  end
+  check_data(self, data, 2, "set")
   timeout = check_timeout(timeout, 3, "set")
   local deadline = now() + (timeout or self:session_timeout())
   while true do

@@ -130,7 +130,12 @@ local function wait(client, gen, timeout, obj)
   else
     e = w.any
   end
+  -- (a long timeout is waited in LONG_WAIT steps, the caller's loop
+  -- re-checking its deadline: ngx.semaphore takes the time as a C int of
+  -- milliseconds, which a timeout over ~24.8 days overflows into a
+  -- negative number, i.e. no wait at all and a worker spinning)
   local t = timeout or LONG_WAIT
+  if t > LONG_WAIT or t ~= t then t = LONG_WAIT end
   if not w.live then t = min(t, 0.005) end -- the loop is not reading yet
   e.waiting = true
   local ok = e.sema:wait(t > 0 and t or 0.001)
