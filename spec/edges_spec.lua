@@ -305,6 +305,11 @@ describe("edges", function()
         function() zk:_delete("/a/") end,
         function() zk:_wait_gone("/a/..") end,
         function() zk:_fenced("/a", "b", "c") end,
+        -- (the C client's multi-op freed such a path twice: found by the
+        -- fuzz spec under ASan)
+        function() zk:_fenced("/a\1", "/b", "c") end,
+        function() zk:_fenced("/a", "/b\127", "c") end,
+        function() zk:mutex("/a\31b") end,
         function() zk:_wait(0, 0 / 0) end,
         function() core.connect("127.0.0.1:1", -5) end,
         function() core.connect("127.0.0.1:1", 1000, 7) end,

@@ -301,9 +301,6 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
   -- (d)
   it("Curator InterProcessReadWriteLock and zklock rwlock: writers exclude " ..
       "everyone, readers share", function()
-    if not zklock.client_methods.rwlock then
-      pending("zk:rwlock is not implemented yet")
-    end
     local path = H.path("interop-rw")
     local gate = H.tmpname("gate")
     local CYCLES = { read = 15, write = 8 }
@@ -357,9 +354,6 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     local zk = client()
     local path = H.path("interop-revoke")
     local m = zk:mutex(path)
-    if not m.on_revoke or not zk.dispatch then
-      pending("lock:on_revoke / zk:dispatch are not implemented yet")
-    end
     assert(m:acquire(5))
     local fired = {}
     m:on_revoke(function(l) fired[#fired + 1] = l end)
@@ -378,9 +372,6 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
   end)
 
   it("zklock.revoke makes a revocable Curator holder release", function()
-    if not zklock.revoke then
-      pending("zklock.revoke is not implemented yet")
-    end
     local path = H.path("interop-revoke")
     local ready, done = H.tmpname("ready"), H.tmpname("done")
     local p = curator("hold-revocable", srv.connect_string, path, ready, done)

@@ -64,6 +64,12 @@ function N.start(opts)
     :gsub("__WORKERS__", tostring(opts.workers or 2))
     :gsub("__USER__", user)
     :gsub("(\nhttp {\n)", "%1" .. http:gsub("%%", "%%%%") .. "\n")
+  -- make asan: nginx loads the AddressSanitizer build of the module
+  local cpath = os.getenv("ZKLOCK_NGX_CPATH")
+  if cpath then
+    conf = conf:gsub('lua_package_cpath "[^"]*"', 'lua_package_cpath "' ..
+      cpath:gsub("%%", "%%%%") .. ';;"')
+  end
   spit(prefix .. "/conf/nginx.conf", conf)
   spit(prefix .. "/conf/extra/spec.conf", opts.extra or "")
   local self = setmetatable({ prefix = prefix, port = port,

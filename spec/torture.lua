@@ -18,11 +18,15 @@ local T = {}
 
 T.PROFILES = {
   -- work: seconds spent under the lock per hold (so that the faults fall
-  -- while the workers contend)
+  -- while the workers contend).  The schedule is by count, not by the
+  -- clock: workers go on past `cycles` until the injector has made all
+  -- `faults` (every kind in turn, so faults >= #KINDS means every kind at
+  -- least once), however slow the machine; `seconds` only bounds the
+  -- whole run.
   short = { workers = 6, cycles = 80, work = 0.03, st = 2, faults = 6,
-    seconds = 150 },
+    seconds = 420 },
   full = { workers = 8, cycles = 200, work = 0.04, st = 3, faults = 18,
-    seconds = 600 },
+    seconds = 900 },
   broken = { workers = 5, cycles = 10, work = 0.002, st = 2, faults = 0,
     seconds = 60, broken = true },
 }
@@ -77,7 +81,8 @@ function T.run(name)
       logs[i] = H.tmpname("torture-log")
       procs[i] = H.spawn("spec/workers/torture.lua", table.concat(hosts, ","),
         path, counter, logs[i], prof.cycles, prof.st,
-        prof.broken and "broken" or "lock", gate, deadline, prof.work)
+        prof.broken and "broken" or "lock", gate, deadline, prof.work,
+        gate .. ".faults-done")
     end
     H.write(gate, "go")
 
@@ -92,7 +97,9 @@ function T.run(name)
     -- the fault injector
     local injected, k = 0, 0
     local next_at = core.now() + 1.5
-    local stop_at = deadline - prof.seconds / 3
+    -- (a bound on the whole run, far beyond what it takes: the workers
+    -- stop at `deadline`, the injector a while before them)
+    local stop_at = deadline - 30
     local inject = {
       kill_holder = function()
         if prof.workers - killed <= 5 then return false end -- keep 5
@@ -154,6 +161,7 @@ function T.run(name)
       end
       H.nap(0.05)
     end
+    H.write(gate .. ".faults-done", "done") -- workers may finish now
 
     -- liveness: every worker not killed finishes
     local wait_until = deadline + 30
@@ -176,7 +184,7 @@ function T.run(name)
   end)
   for _, p in ipairs(procs) do p:cleanup() end
   for _, f in ipairs(logs) do os.remove(f) end
-  if gate then os.remove(gate) end
+  if gate then os.remove(gate); os.remove(gate .. ".faults-done") end
   if direct then direct:close() end
   for _, p in ipairs(proxies) do p:close() end
   cl:close()

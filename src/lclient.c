@@ -39,7 +39,11 @@ const char *zkl_checkpath(lua_State *L, int idx) {
   else if (len > ZKL_PATH_MAX) why = "path too long";
   else if (p[len - 1] == '/') why = "path must not end with '/'";
   else if (strlen(p) != len) why = "path contains a NUL byte";
+  /* (as zklock's Lua checks: docs/limits.md) */
   for (i = 0; !why && i < len; i++) {
+    /* (the C client refuses these, and its multi-op then frees twice) */
+    if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+      why = "path contains a control character";
     if (p[i] != '/') continue;
     if (p[i + 1] == '/') why = "empty path component";
     else if (p[i + 1] == '.' &&

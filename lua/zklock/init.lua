@@ -74,6 +74,8 @@ local function check_path(path, n, fname)
   elseif path:sub(-1) == "/" then why = "path must not end with '/'"
   elseif path:find("//", 1, true) then why = "empty path component"
   elseif path:find("%z") then why = "path contains a NUL byte"
+  elseif path:find("[\1-\31\127]") then
+    why = "path contains a control character"
   elseif path:find("/%.%.?/") or path:find("/%.%.?$") then
     why = "relative path component"
   end

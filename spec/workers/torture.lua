@@ -1,6 +1,6 @@
 -- One contender of the torture run (spec/torture.lua).
 -- `torture.lua hosts path counter log cycles session_timeout mode gate
---  deadline work`: takes the lock (mode "lock"; "broken": a mutex that ignores
+--  deadline work faults_done`: takes the lock (mode "lock"; "broken": a mutex that ignores
 -- its predecessors, to prove the checker) `cycles` times, and each time
 -- reads the counter and writes it back plus one with a fenced write.  The
 -- log holds, per line (monotonic times, system-wide clock):
@@ -13,8 +13,8 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 local W = dofile("spec/workers/common.lua")
 
-local hosts, path, counter, logfile, cycles, st, mode, gate, deadline, work
-  = ...
+local hosts, path, counter, logfile, cycles, st, mode, gate, deadline, work,
+  faults_done = ...
 cycles, st, deadline = tonumber(cycles), tonumber(st), tonumber(deadline)
 work = tonumber(work) or 0
 
@@ -27,7 +27,16 @@ local m = mode == "broken" and zklock._broken_mutex(zk, path, 1000)
 W.wait_gate(gate)
 
 local holds = 0
-while holds < cycles and core.now() < deadline do
+-- at least `cycles` holds, and on until the injector is through with its
+-- faults (so that every kind falls while workers contend), within deadline
+local function more()
+  if holds < cycles then return true end
+  local fh = faults_done and io.open(faults_done)
+  if fh then fh:close(); return false end
+  return true
+end
+
+while more() and core.now() < deadline do
   local got, _, code = m:acquire(st * 5)
   if not got then
     log:write("F ", tostring(code), "\n")
