@@ -91,7 +91,11 @@ describe("zklock.connect", function()
   it("errors clearly when used in a forked child #fork", function()
     local zk = H.connect(srv)
     local m = zk:mutex(H.path())
-    local out = H.tmpname("fork")
+    local out, out2 = H.tmpname("fork"), H.tmpname("fork")
+    -- (an op and an attempt made before the fork: their methods take the
+    -- client's mutex too, which another thread may hold at fork time)
+    local op = assert(zk:_get(H.path()))
+    local att = zk:_lock(H.path())
     local pid = core._fork()
     if pid == 0 then
       local ok, err = pcall(m.acquire, m, 1)
@@ -100,11 +104,24 @@ describe("zklock.connect", function()
       fh:write(tostring(ok), "\n", tostring(err), "\n", tostring(ok2), "\n",
         tostring(err2))
       fh:close()
+      local r = {}
+      for _, f in ipairs({ op.poll, op.result, op.cancel }) do
+        r[#r + 1] = tostring(select(2, pcall(f, op)):find("forked child", 1,
+          true) ~= nil)
+      end
+      r[#r + 1] = tostring(select(2, pcall(zk._ready, zk)):find(
+        "forked child", 1, true) ~= nil)
+      r[#r + 1] = tostring(tostring(att):find("forked", 1, true) ~= nil)
+      fh = io.open(out2, "w")
+      fh:write(table.concat(r, " "))
+      fh:close()
       core._exit(0)
     end
     assert.equal(0, core._waitpid(pid))
     local text = H.read(out)
+    assert.equal("true true true true true", H.read(out2))
     os.remove(out)
+    os.remove(out2)
     assert.matches("^false\n", text)
     assert.matches("forked child", text)
     assert.matches("\nfalse\n.*init_worker_by_lua", text)

@@ -63,6 +63,15 @@ location = /wait {
         ngx.say(tostring(ok), " ", tostring(msg))
     }
 }
+location = /wait_long {
+    # a timeout of 30 days: over the ~24.8 days an int of milliseconds holds
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        local ok, msg = lock:acquire(30 * 86400)
+        if ok then lock:release() end
+        ngx.say(tostring(ok), " ", tostring(msg))
+    }
+}
 location = /hold_revocable {
     content_by_lua_block {
         local stock = require "stock"
@@ -227,6 +236,26 @@ describe("zklock under OpenResty (real nginx)", function()
     H.wait_until(function() return queued() == 1 end, 10,
       "the abandoned waiter's node to go")
     m:release()
+  end)
+
+  it("a wait with a timeout over 24.8 days neither spins nor blocks the " ..
+     "worker, and is served when the lock frees", function()
+    local a = start { workers = 1, extra = EXTRA }
+    local m = zk:mutex(LOCK)
+    assert(m:acquire(5))
+    local waiter = N.parallel_bg({ a:url("/wait_long") }, 30)
+    H.wait_until(function() return queued() == 2 end, 10, "the request queued")
+    -- a worker spinning on a negative semaphore wait never answers /ping
+    local worst = 0
+    for _ = 1, 5 do
+      local code, _, t = a:get("/ping", 5)
+      assert.equal(200, code)
+      if t > worst then worst = t end
+    end
+    assert.is_true(worst < 0.5, ("/ping took %.3f s"):format(worst))
+    m:release()
+    assert.equal(1, waiter()[200])
+    assert.equal(0, queued())
   end)
 
   it("a worker shut down gracefully ends its session: the lock it held " ..
