@@ -80,7 +80,9 @@ describe("a 3-member ensemble", function()
      "resuming, on_lost, its fenced write refused, a new session", function()
     local r = H.freeze_holder(cl, true)
     assert.is_true(tonumber(r.gap) > 2, "gap " .. tostring(r.gap))
-    for k, v in pairs(H.FROZEN_REPORT[true]) do assert.equal(v, r[k], k) end
+    for k, v in pairs(H.FROZEN_REPORT[true]) do
+      assert.equal(v, r[k], k .. " in report: " .. H.report_text(r))
+    end
   end)
 
   it("contenders keep a fenced counter exact while the leader is killed",

@@ -298,6 +298,14 @@ local function parse_report(text)
   return t
 end
 
+--- A report as one line "k=v k=v ...", sorted, for assertion messages.
+function H.report_text(r)
+  local t = {}
+  for k, v in pairs(r) do t[#t + 1] = k .. "=" .. tostring(v) end
+  table.sort(t)
+  return table.concat(t, " ")
+end
+
 --- What H.freeze_holder's report must say, with and without renewal.
 H.FROZEN_REPORT = {
   [true] = { lost_calls = "1", held_in_cb = "false", fenced = "lock_lost",

@@ -17,12 +17,16 @@ describe("lock lost", function()
     local r = H.freeze_holder(srv, true)
     -- the first answer after the freeze was already false
     assert.is_true(tonumber(r.gap) > 2, "gap " .. tostring(r.gap))
-    for k, v in pairs(H.FROZEN_REPORT[true]) do assert.equal(v, r[k], k) end
+    for k, v in pairs(H.FROZEN_REPORT[true]) do
+      assert.equal(v, r[k], k .. " in report: " .. H.report_text(r))
+    end
   end)
 
   it("with renew_session = false the client stays expired", function()
     local r = H.freeze_holder(srv, false)
-    for k, v in pairs(H.FROZEN_REPORT[false]) do assert.equal(v, r[k], k) end
+    for k, v in pairs(H.FROZEN_REPORT[false]) do
+      assert.equal(v, r[k], k .. " in report: " .. H.report_text(r))
+    end
   end)
 
   it("a server silent past the session timeout: the hold is lost even " ..

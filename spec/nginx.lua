@@ -74,8 +74,11 @@ function N.start(opts)
   spit(prefix .. "/conf/extra/spec.conf", opts.extra or "")
   local self = setmetatable({ prefix = prefix, port = port,
     base = ("http://127.0.0.1:%d"):format(port) }, Instance)
-  local out = capture(("ZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf 2>&1; " ..
-    "echo rc=$?"):format(opts.hosts, NGINX, prefix))
+  -- make asan: nginx (and so its workers) runs with libasan preloaded
+  local preload = os.getenv("ZKLOCK_NGX_PRELOAD")
+  preload = preload and ("LD_PRELOAD='%s' "):format(preload) or ""
+  local out = capture(("%sZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf 2>&1; " ..
+    "echo rc=$?"):format(preload, opts.hosts, NGINX, prefix))
   if not out:match("rc=0%s*$") then
     sh(("rm -rf '%s'"):format(prefix))
     error("nginx did not start:\n" .. out)
