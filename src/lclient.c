@@ -157,10 +157,16 @@ static int lclient_new(lua_State *L) {
   zkl_error err;
   zkl_client_box *b;
   int ok;
+  /* everything that may raise comes before the ACL is malloc'd: the box,
+   * then the list's checks (its scratch copy lives on the Lua stack) */
+  b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
+  b->c = NULL;
+  luaL_setmetatable(L, ZKL_CLIENT_MT);
   if (lua_type(L, 3) == LUA_TTABLE) {
     struct ACL_vector scratch;
-    lclient_acl_list(L, 3, &scratch);
+    lclient_acl_list(L, 3, &scratch); /* (pushes the scratch copy) */
     ok = lclient_acl_copy(&scratch, &acl);
+    lua_pop(L, 1); /* the box is on top again */
     if (!ok) zkl_seterr(&err, ZKL_EZK_ERROR, "out of memory");
   } else {
     int preset = lua_isnoneornil(L, 3) ? 0
@@ -168,9 +174,6 @@ static int lclient_new(lua_State *L) {
     ok = zkl_acl_preset(preset, &acl, &err);
   }
   if (!ok) return zkl_pusherr(L, &err);
-  b = (zkl_client_box *)lua_newuserdata(L, sizeof *b); /* (may raise: */
-  b->c = NULL;                                         /*  acl leaks then) */
-  luaL_setmetatable(L, ZKL_CLIENT_MT);
   b->c = zkl_client_new(hosts, timeout_ms, &acl, renew, &err);
   if (!b->c) return zkl_pusherr(L, &err);
   b->c->max_data = max_data;
@@ -309,7 +312,9 @@ static int lclient_tostring(lua_State *L) {
 
 typedef struct { zkl_op *op; } lclient_opbox;
 
-static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err);
+static lclient_opbox *lclient_opbox_new(lua_State *L);
+static int lclient_pushop(lua_State *L, lclient_opbox *b, zkl_op *op,
+                          const zkl_error *err);
 
 static const char *const *lclient_markers(lua_State *L, int idx) {
   static const char *const names[] = { "mutex", "lease", "rw", "all", NULL };
@@ -327,7 +332,9 @@ static int lclient_children(lua_State *L) {
   const char *path = zkl_checkpath(L, 2);
   const char *const *markers = lclient_markers(L, 3);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_children(c, path, markers, &err), &err);
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_children(c, path, markers, &err), &err);
 }
 
 static lclient_opbox *lclient_checkop(lua_State *L) {
@@ -419,12 +426,19 @@ static int lclient_op_cancel(lua_State *L) {
   return 1;
 }
 
-static int lclient_pushop(lua_State *L, zkl_op *op, const zkl_error *err) {
-  lclient_opbox *b;
-  if (!op) return zkl_pusherr(L, err);
-  b = (lclient_opbox *)lua_newuserdata(L, sizeof *b);
-  b->op = op;
+/* The box first (allocating it may raise), the op after: an op started
+ * always has a box to let go of it.  b is on top of the stack. */
+static lclient_opbox *lclient_opbox_new(lua_State *L) {
+  lclient_opbox *b = (lclient_opbox *)lua_newuserdata(L, sizeof *b);
+  b->op = NULL;
   luaL_setmetatable(L, ZKL_OP_MT);
+  return b;
+}
+
+static int lclient_pushop(lua_State *L, lclient_opbox *b, zkl_op *op,
+                          const zkl_error *err) {
+  if (!op) { lua_pop(L, 1); return zkl_pusherr(L, err); }
+  b->op = op;
   return 1;
 }
 
@@ -437,14 +451,18 @@ static int lclient_create(lua_State *L) {
   const char *data = zkl_checkdata(L, 3, c, &len, 1, NULL);
   int mode = luaL_checkoption(L, 4, "persistent", modes);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_create(c, path, data, (int)len,
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_create(c, path, data, (int)len,
                                          mode ? ZOO_EPHEMERAL : 0, &err), &err);
 }
 
 static int lclient_delete(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_delete(c, zkl_checkpath(L, 2), &err), &err);
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_delete(c, zkl_checkpath(L, 2), &err), &err);
 }
 
 static int lclient_set(lua_State *L) {
@@ -453,7 +471,9 @@ static int lclient_set(lua_State *L) {
   size_t len;
   const char *data = zkl_checkdata(L, 3, c, &len, 0, NULL);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_set(c, path, data, (int)len, &err), &err);
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_set(c, path, data, (int)len, &err), &err);
 }
 
 /* client:_fenced(lock_node, path, data) -> op */
@@ -464,20 +484,26 @@ static int lclient_fenced(lua_State *L) {
   size_t len;
   const char *data = zkl_checkdata(L, 4, c, &len, 0, NULL);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_fenced(c, node, path, data, (int)len, &err),
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_fenced(c, node, path, data, (int)len, &err),
                         &err);
 }
 
 static int lclient_get(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_get(c, zkl_checkpath(L, 2), &err), &err);
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_get(c, zkl_checkpath(L, 2), &err), &err);
 }
 
 static int lclient_wait_gone(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  return lclient_pushop(L, zkl_op_wait_gone(c, zkl_checkpath(L, 2), &err),
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_wait_gone(c, zkl_checkpath(L, 2), &err),
                         &err);
 }
 
@@ -496,7 +522,9 @@ static int lclient_db(lua_State *L) {
   luaL_argcheck(L, strncmp(ours, path, n) == 0 && ours[n] == '/' &&
                 !strchr(ours + n + 1, '/'), 4,
                 "member node must be a child of the barrier's path");
-  return lclient_pushop(L, zkl_op_db(c, kind ? ZKL_OP_DB_LEAVE : ZKL_OP_DB_ENTER,
+  lclient_opbox *b = lclient_opbox_new(L);
+
+  return lclient_pushop(L, b, zkl_op_db(c, kind ? ZKL_OP_DB_LEAVE : ZKL_OP_DB_ENTER,
                                      path, ours, members, &err), &err);
 }
 

@@ -116,6 +116,7 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   }
   l->c = c;
   l->refs = 1;
+  l->revoke_version = -1;
   l->kind = kind;
   l->max_leases = max_leases < 1 ? 1 : max_leases;
   l->state = L_IDLE;
@@ -297,6 +298,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       free(l->node);
       l->node = strdup(base ? base + 1 : name);
       l->self_gen++;
+      l->revoke_version = -1;
       l->czxid = st->czxid;
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
@@ -388,6 +390,7 @@ static void lock_node_gone(zkl_lock *l) {
     free(l->node);
     l->node = NULL;
     l->self_gen++;
+    l->revoke_version = -1;
     lock_release_locked_(l);
   } else if (l->state == L_LISTING || l->state == L_WATCHING) {
     lock_list(l); /* finds it missing: creates anew */
@@ -400,14 +403,17 @@ static void lock_self_cb(int rc, const char *v, int vlen,
   zkl_req *r = (zkl_req *)data;
   zkl_client *c = r->c; /* (read before r is freed) */
   zkl_lock *l = r->l;
-  (void)st;
   pthread_mutex_lock(&c->mu);
   zkl_client_heard(c, r->sent, rc);
   if (r->epoch == l->self_gen && l->node) {
     if (rc == ZOK) {
-      if (l->state == L_HELD && l->revocable && v &&
+      /* once per request: a re-read (reconnect) of the same data version
+       * is not a new one */
+      if (l->state == L_HELD && l->revocable && v && st &&
+          st->version != l->revoke_version &&
           vlen == (int)sizeof REVOKE - 1 &&
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        l->revoke_version = st->version;
         char *full = zkl_join(l->path, l->node);
         if (full) zkl_event_push(c, ZKL_EV_REVOKE, full);
         free(full);
@@ -462,6 +468,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
     free(l->node);
     l->node = NULL;
     l->self_gen++;
+    l->revoke_version = -1;
     if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
     return;
   }
@@ -514,6 +521,7 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
       free(l->node);
       l->node = strdup(sv->data[i]);
       l->self_gen++;
+      l->revoke_version = -1;
       l->epoch++;
       r = full && l->node ? lock_req(l, R_EXISTS) : NULL;
       rc = r ? zoo_aexists(l->c->zh, full, 0, lock_exists_cb, r)
@@ -681,6 +689,7 @@ void zkl_lock_on_closed(zkl_lock *l) {
 
 void zkl_lock_closing(zkl_req *r) {
   zkl_lock *l = r->l;
+  if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
   if (l->epoch == r->epoch &&
       l->state != L_DONE && l->state != L_FAILED) {
     free(l->node);
@@ -718,7 +727,7 @@ static int lock_held_now(zkl_lock *l) {
   zkl_client *c = l->c;
   if (l->state != L_HELD || l->lost) return 0;
   if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
-  return zkl_now() < zkl_client_expiry(c) - zkl_client_margin(c);
+  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {

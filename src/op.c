@@ -635,7 +635,7 @@ void zkl_op_drop(zkl_op *op) {
       op->cancel = 1; /* our member node goes (it may be gone: fine) */
       op_unwatch(op);
       op_goto(op, S_DELOURS);
-    } else if (!member && op->kind != ZKL_OP_DELETE) {
+    } else if (op->kind != ZKL_OP_DELETE) { /* (or the session is gone) */
       op->cancel = 1;
       op_unwatch(op);
       op_finish(op, ZOK, NULL);

@@ -298,6 +298,7 @@ typedef struct zkl_lock {
   int revocable;   /* watch our node's data for "__REVOKE__" */
   int selfref;     /* given up with work left: keeps itself alive */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
+  int revoke_version; /* data version of the last revocation queued */
   unsigned wake_id;/* OpenResty waiter's token, or 0 */
   int64_t czxid;
   int64_t session; /* session that created our node */
