@@ -365,7 +365,8 @@ static void client_watcher(zhandle_t *zh, int type, int state,
       }
     }
   } else if (path != NULL) {
-    int about = 0; /* 2: something waited for it; 1: our own node */
+    int about = 0; /* 3: something waited for it; 2, 1: our own node
+                      (1: our own deletion: nothing to look at) */
     c->n_watch_events++;
     for (l = c->locks; l; l = next) {
       int a;
@@ -376,13 +377,17 @@ static void client_watcher(zhandle_t *zh, int type, int state,
     for (op = c->ops; op; op = onext) {
       onext = op->next;
       if (op->watch && strcmp(op->watch, path) == 0) {
-        about = 2;
+        about = 3;
         zkl_op_on_watch(op);
       }
     }
     /* (one session gets one event per path: when our own node is also
      * the one a waiter of ours watched, it counts as that wake-up) */
-    if (about == 1) c->n_own_events++;
+    if (about == 1 || about == 2) c->n_own_events++;
+    if (about == 1) { /* our own release: nobody need look again */
+      pthread_mutex_unlock(&c->mu);
+      return;
+    }
   }
   zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);

@@ -117,6 +117,7 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   l->c = c;
   l->refs = 1;
   l->revoke_version = -1;
+  l->self_armed = -1;
   l->kind = kind;
   l->max_leases = max_leases < 1 ? 1 : max_leases;
   l->state = L_IDLE;
@@ -304,11 +305,8 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       l->state = L_LISTING;
       if (!l->node) lock_finish(l, ZSYSTEMERROR, "(out of memory)");
       else if (l->abandon) lock_delete(l);
-      else {
-        /* behind the piped listing: no round trip of its own */
-        lock_watch_self(l);
-        if (!l->list_piped && l->state == L_LISTING) lock_list(l);
-      }
+      else if (!l->list_piped) lock_list(l);
+      /* (the self watch is sent once the listing is read: lock_evaluate) */
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
     } else if (zkl_is_cut(rc)) {
@@ -403,6 +401,8 @@ static void lock_self_cb(int rc, const char *v, int vlen,
   zkl_req *r = (zkl_req *)data;
   zkl_client *c = r->c; /* (read before r is freed) */
   zkl_lock *l = r->l;
+  int news = 0; /* anything a waiter must look at? (mostly not: then
+                   nobody is woken, which keeps the cycle at the floor) */
   pthread_mutex_lock(&c->mu);
   zkl_client_heard(c, r->sent, rc);
   if (r->epoch == l->self_gen && l->node) {
@@ -413,18 +413,20 @@ static void lock_self_cb(int rc, const char *v, int vlen,
           st->version != l->revoke_version &&
           vlen == (int)sizeof REVOKE - 1 &&
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
-        l->revoke_version = st->version;
         char *full = zkl_join(l->path, l->node);
+        l->revoke_version = st->version;
         if (full) zkl_event_push(c, ZKL_EV_REVOKE, full);
         free(full);
+        news = 1;
       }
     } else if (rc == ZNONODE) {
       lock_node_gone(l);
+      news = 1;
     } /* cut: armed again on reconnect */
   }
-  zkl_client_touch(c, l->wake_id);
+  if (news) zkl_client_touch(c, l->wake_id);
   zkl_req_done(r);
-  zkl_client_changed(c);
+  if (news) zkl_client_changed(c);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -440,6 +442,7 @@ static void lock_watch_self(zkl_lock *l) {
   rc = r ? zoo_aget(l->c->zh, full, 1, lock_self_cb, r) : ZSYSTEMERROR;
   free(full);
   if (rc != ZOK && r) zkl_req_done(r); /* (cut: again on reconnect) */
+  else if (rc == ZOK) l->self_armed = l->self_gen;
 }
 
 void zkl_lock_revocable(zkl_lock *l) {
@@ -477,12 +480,19 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
     l->state = L_HELD;
     lock_set_watch(l, NULL);
     zkl_client_kick(l->c); /* probes and the lost deadline start */
-    if (l->revocable) lock_watch_self(l); /* data asked before we held */
+    /* the acquirer may go on now; the self watch is sent after that wake-
+     * up (nothing is lost meanwhile: a node deleted before the watch is
+     * set answers the get with "no node") */
+    zkl_client_touch(l->c, l->wake_id);
+    zkl_client_changed(l->c);
+    if (l->self_gen != l->self_armed) lock_watch_self(l);
+    else if (l->revocable) lock_watch_self(l); /* data asked before */
   } else {
     zkl_req *r;
     int rc;
     lock_set_watch(l, zkl_join(l->path, b->name));
     l->state = L_WATCHING;
+    if (l->self_gen != l->self_armed) lock_watch_self(l);
     r = lock_req(l, R_GET);
     rc = r ? zoo_aget(l->c->zh, l->watch, 1, lock_get_cb, r) : ZSYSTEMERROR;
     lock_sent(l, r, rc, l->watch);
@@ -499,7 +509,7 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
       if (l->abandon) lock_delete(l);
-      else { lock_watch_self(l); if (l->state == L_LISTING) lock_list(l); }
+      else lock_list(l); /* (the self watch follows the listing) */
     } else if (rc == ZOK || rc == ZNONODE) {
       free(l->node); /* not ours (an older session's) or gone */
       l->node = NULL;
@@ -656,14 +666,15 @@ void zkl_lock_on_expired(zkl_lock *l) {
   lock_finish(l, ZSESSIONEXPIRED, NULL);
 }
 
-/* Returns 2 when the event was about the node we wait for, 1 when about
- * our own node, else 0. */
+/* Returns 3 when the event was about the node we wait for, 2 when about
+ * our own node and it moved us, 1 when about our own node but nothing
+ * follows (our own deletion), else 0. */
 int zkl_lock_on_watch(zkl_lock *l, int type, const char *path) {
   size_t n;
   if (l->watch && strcmp(l->watch, path) == 0) {
     /* deleted, or changed (which used the watch up): look again */
     if (l->state == L_WATCHING) lock_list(l);
-    return 2;
+    return 3;
   }
   /* our node: path == l->path + "/" + l->node */
   n = strlen(l->path);
@@ -674,7 +685,7 @@ int zkl_lock_on_watch(zkl_lock *l, int type, const char *path) {
     return 1; /* (our own delete, or a reply on its way says the rest) */
   if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
   else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
-  return 1;
+  return 2;
 }
 
 void zkl_lock_on_closed(zkl_lock *l) {

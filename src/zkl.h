@@ -299,6 +299,7 @@ typedef struct zkl_lock {
   int selfref;     /* given up with work left: keeps itself alive */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
+  int self_armed;  /* self_gen of the node the self watch was sent for */
   unsigned wake_id;/* OpenResty waiter's token, or 0 */
   int64_t czxid;
   int64_t session; /* session that created our node */
@@ -325,7 +326,8 @@ void zkl_lock_on_expired(zkl_lock *l);
 /* The timer thread: a hold not confirmed by the server by `deadline` is
  * lost.  Returns 1 while l is a hold still believed. */
 int zkl_lock_check_lost(zkl_lock *l, double now, double deadline);
-/* 2: the node l waits for; 1: l's own node; 0: neither */
+/* 3: the node l waits for; 2: l's own node, acted on; 1: l's own node,
+ * nothing to do (our own deletion); 0: neither */
 int zkl_lock_on_watch(zkl_lock *l, int type, const char *path);
 void zkl_lock_unref(zkl_lock *l);   /* with mu held */
 void zkl_lock_closing(zkl_req *r);  /* a request the closed library dropped */
