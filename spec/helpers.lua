@@ -327,8 +327,10 @@ function H.freeze_holder(srv, renew)
     ready, result, st, renew and "1" or "0", fpath)
   local report, waiter_token, fenced_by_waiter
   local ok, err = pcall(function()
-    local holder_token = tonumber(H.wait_until(function()
-      return H.read(ready) end, 30, "holder ready"))
+    -- (the file may be seen created but not yet written: wait for the
+    -- token itself)
+    local holder_token = H.wait_until(function()
+      return tonumber(H.read(ready) or "") end, 30, "holder ready")
     local zk = H.connect(srv)
     local m = zk:mutex(path)
     p:kill("STOP")

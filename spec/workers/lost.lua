@@ -17,9 +17,10 @@ assert(m:acquire(30))
 local session = zk:session_id()
 local token = m:token()
 assert(m:fenced_set(fpath, "holder-before"))
-local fh = assert(io.open(ready, "w"))
+local fh = assert(io.open(ready .. ".tmp", "w"))
 fh:write(token)
 fh:close()
+assert(os.rename(ready .. ".tmp", ready)) -- seen whole or not at all
 
 local out = {}
 local function put(k, v) out[#out + 1] = k .. "=" .. tostring(v) end
