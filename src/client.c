@@ -570,6 +570,20 @@ int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err) {
   return 0;
 }
 
+int zkl_acl_copy(const struct ACL_vector *v, struct ACL_vector *out,
+                 zkl_error *err) {
+  int i;
+  out->data = calloc((size_t)(v->count > 0 ? v->count : 1), sizeof *out->data);
+  out->count = out->data ? v->count : 0;
+  for (i = 0; out->data && i < v->count; i++)
+    if (!client_acl_entry(&out->data[i], v->data[i].perms,
+                          v->data[i].id.scheme, v->data[i].id.id)) break;
+  if (out->data && i == v->count) return 1;
+  zkl_acl_free(out);
+  zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+  return 0;
+}
+
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, zkl_error *err) {
   zkl_client *c = calloc(1, sizeof *c);

@@ -128,22 +128,6 @@ static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
   if (why) luaL_argerror(L, idx, why);
 }
 
-/* A copy of v with malloc'd strings; 0 when out of memory. */
-static int lclient_acl_copy(const struct ACL_vector *v, struct ACL_vector *out) {
-  int i;
-  out->data = calloc((size_t)v->count, sizeof *out->data);
-  out->count = out->data ? v->count : 0;
-  for (i = 0; out->data && i < v->count; i++) {
-    out->data[i].perms = v->data[i].perms;
-    out->data[i].id.scheme = strdup(v->data[i].id.scheme);
-    out->data[i].id.id = strdup(v->data[i].id.id);
-    if (!out->data[i].id.scheme || !out->data[i].id.id) break;
-  }
-  if (out->data && i == v->count) return 1;
-  zkl_acl_free(out);
-  return 0;
-}
-
 /* core.connect(hosts, timeout_ms, acl, renew [, max_data]) -> client
  *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
  * Does not wait: zklock.connect waits for the first connection. */
@@ -165,9 +149,8 @@ static int lclient_new(lua_State *L) {
   if (lua_type(L, 3) == LUA_TTABLE) {
     struct ACL_vector scratch;
     lclient_acl_list(L, 3, &scratch); /* (pushes the scratch copy) */
-    ok = lclient_acl_copy(&scratch, &acl);
+    ok = zkl_acl_copy(&scratch, &acl, &err);
     lua_pop(L, 1); /* the box is on top again */
-    if (!ok) zkl_seterr(&err, ZKL_EZK_ERROR, "out of memory");
   } else {
     int preset = lua_isnoneornil(L, 3) ? 0
                  : zkl_checkrange(L, 3, ZKL_ACL_OPEN, ZKL_ACL_READ, "acl");

@@ -34,7 +34,7 @@ static void lock_list(zkl_lock *l);
 static void lock_create(zkl_lock *l);
 static void lock_delete(zkl_lock *l);
 static void lock_watch_self(zkl_lock *l);
-static void lock_release_locked_(zkl_lock *l);
+static void lock_release_locked(zkl_lock *l);
 
 static const char *const *lock_markers(const zkl_lock *l) {
   switch (l->kind) {
@@ -152,6 +152,15 @@ void zkl_lock_unref(zkl_lock *l) {
   free(l);
 }
 
+/* Our node becomes `name` (a copy is kept) or none: replies and events
+ * about the previous one no longer apply (self_gen). */
+static void lock_set_node(zkl_lock *l, const char *name) {
+  free(l->node);
+  l->node = name ? strdup(name) : NULL;
+  l->self_gen++;
+  l->revoke_version = -1;
+}
+
 static void lock_set_watch(zkl_lock *l, char *path) {
   free(l->watch);
   l->watch = path;
@@ -206,8 +215,7 @@ static void lock_trouble(zkl_lock *l, int rc, const char *what_) {
   if (rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE ||
       rc == ZMARSHALLINGERROR) {
     /* the session is gone, and our node with it */
-    free(l->node);
-    l->node = NULL;
+    lock_set_node(l, NULL);
   }
   lock_finish(l, rc, what);
 }
@@ -296,10 +304,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
     l->create_out = 0;
     if (rc == ZOK) {
       const char *base = strrchr(name, '/');
-      free(l->node);
-      l->node = strdup(base ? base + 1 : name);
-      l->self_gen++;
-      l->revoke_version = -1;
+      lock_set_node(l, base ? base + 1 : name);
       l->czxid = st->czxid;
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
@@ -385,11 +390,8 @@ static const char REVOKE[] = "__REVOKE__";
 static void lock_node_gone(zkl_lock *l) {
   if (l->state == L_HELD) {
     lock_lost_event(l);
-    free(l->node);
-    l->node = NULL;
-    l->self_gen++;
-    l->revoke_version = -1;
-    lock_release_locked_(l);
+    lock_set_node(l, NULL);
+    lock_release_locked(l);
   } else if (l->state == L_LISTING || l->state == L_WATCHING) {
     lock_list(l); /* finds it missing: creates anew */
   }
@@ -468,10 +470,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   if (idx < 0) {
     /* someone deleted our queued node: queue again, behind everyone */
     free(e);
-    free(l->node);
-    l->node = NULL;
-    l->self_gen++;
-    l->revoke_version = -1;
+    lock_set_node(l, NULL);
     if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
     return;
   }
@@ -485,8 +484,8 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
      * set answers the get with "no node") */
     zkl_client_touch(l->c, l->wake_id);
     zkl_client_changed(l->c);
-    if (l->self_gen != l->self_armed) lock_watch_self(l);
-    else if (l->revocable) lock_watch_self(l); /* data asked before */
+    /* (not sent yet for this node, or revocable: its data is read again) */
+    if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
   } else {
     zkl_req *r;
     int rc;
@@ -511,8 +510,7 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
       if (l->abandon) lock_delete(l);
       else lock_list(l); /* (the self watch follows the listing) */
     } else if (rc == ZOK || rc == ZNONODE) {
-      free(l->node); /* not ours (an older session's) or gone */
-      l->node = NULL;
+      lock_set_node(l, NULL); /* not ours (an older session's) or gone */
       if (l->abandon) lock_finish(l, ZOK, NULL); else lock_create(l);
     } else {
       lock_trouble(l, rc, l->node);
@@ -528,10 +526,7 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
       zkl_req *r;
       char *full = zkl_join(l->path, sv->data[i]);
       int rc;
-      free(l->node);
-      l->node = strdup(sv->data[i]);
-      l->self_gen++;
-      l->revoke_version = -1;
+      lock_set_node(l, sv->data[i]);
       l->epoch++;
       r = full && l->node ? lock_req(l, R_EXISTS) : NULL;
       rc = r ? zoo_aexists(l->c->zh, full, 0, lock_exists_cb, r)
@@ -600,8 +595,7 @@ static void lock_delete_cb(int rc, const void *data) {
   if (l && l->state == L_DELETING) {
     if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
         rc == ZCLOSING || rc == ZINVALIDSTATE) {
-      free(l->node);
-      l->node = NULL;
+      lock_set_node(l, NULL);
       lock_finish(l, ZOK, NULL);
     } else if (zkl_is_cut(rc)) {
       l->redo = 1;
@@ -660,8 +654,7 @@ void zkl_lock_on_expired(zkl_lock *l) {
   if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
     return;
   if (l->state == L_HELD) lock_lost_event(l);
-  free(l->node);
-  l->node = NULL;
+  lock_set_node(l, NULL);
   l->create_out = 0;
   lock_finish(l, ZSESSIONEXPIRED, NULL);
 }
@@ -693,8 +686,7 @@ void zkl_lock_on_closed(zkl_lock *l) {
     if (l->selfref) { l->selfref = 0; zkl_lock_unref(l); }
     return;
   }
-  free(l->node);
-  l->node = NULL;
+  lock_set_node(l, NULL);
   lock_finish(l, ZCLOSING, NULL);
 }
 
@@ -703,8 +695,7 @@ void zkl_lock_closing(zkl_req *r) {
   if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
   if (l->epoch == r->epoch &&
       l->state != L_DONE && l->state != L_FAILED) {
-    free(l->node);
-    l->node = NULL;
+    lock_set_node(l, NULL);
     lock_finish(l, ZCLOSING, NULL);
   }
 }
@@ -766,7 +757,7 @@ int zkl_lock_held(zkl_lock *l) {
   return held;
 }
 
-static void lock_release_locked_(zkl_lock *l) {
+static void lock_release_locked(zkl_lock *l) {
   l->abandon = 1;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(l, ZOK, NULL); return;
@@ -792,7 +783,7 @@ int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
   /* the server may have expired us: the hold is over, whatever comes; if
    * the session lives after all, our node must not outlive our belief */
   lock_lost_event(l);
-  lock_release_locked_(l); /* (Lua reports "lock_lost": held() is false) */
+  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
   zkl_client_touch(l->c, l->wake_id);
   zkl_client_changed(l->c);
   return 0;
@@ -800,14 +791,14 @@ int zkl_lock_check_lost(zkl_lock *l, double now, double deadline) {
 
 void zkl_lock_release(zkl_lock *l) {
   pthread_mutex_lock(&l->c->mu);
-  lock_release_locked_(l);
+  lock_release_locked(l);
   pthread_mutex_unlock(&l->c->mu);
 }
 
 void zkl_lock_drop(zkl_lock *l) {
   zkl_client *c = l->c;
   pthread_mutex_lock(&c->mu);
-  lock_release_locked_(l);
+  lock_release_locked(l);
   zkl_lock_unref(l);
   pthread_mutex_unlock(&c->mu);
   zkl_client_unref(c);

@@ -67,8 +67,6 @@ static void op_finish(zkl_op *op, int rc, const char *what) {
   }
 }
 
-static void op_unwatch(zkl_op *op) { op_set_watch(op, NULL); }
-
 /* a cut connection: try the current stage again once reconnected */
 static void op_trouble(zkl_op *op, int rc, const char *what) {
   if (zkl_is_cut(rc)) op->redo = 1;
@@ -615,7 +613,7 @@ int zkl_op_cancel(zkl_op *op) {
   if (!op->done && !op->cancel) {
     cancelled = 1;
     op->cancel = 1;
-    op_unwatch(op);
+    op_set_watch(op, NULL);
     if (op->kind == ZKL_OP_DB_ENTER && zkl_client_usable(op->c, NULL))
       op_goto(op, S_DELOURS); /* a timed-out enter takes its node back */
     else
@@ -633,11 +631,11 @@ void zkl_op_drop(zkl_op *op) {
     if (member && !(op->cancel && op->stage == S_DELOURS) &&
         zkl_client_usable(c, NULL)) {
       op->cancel = 1; /* our member node goes (it may be gone: fine) */
-      op_unwatch(op);
+      op_set_watch(op, NULL);
       op_goto(op, S_DELOURS);
     } else if (op->kind != ZKL_OP_DELETE) { /* (or the session is gone) */
       op->cancel = 1;
-      op_unwatch(op);
+      op_set_watch(op, NULL);
       op_finish(op, ZOK, NULL);
     }
     if (!op->done && !op->selfref) { /* a deletion left: see it through */

@@ -151,6 +151,9 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, zkl_error *err);
 /* A preset as a vector the caller owns: 0 with err when out of memory. */
 int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err);
+/* A copy of v with its own strings: 0 with err when out of memory. */
+int zkl_acl_copy(const struct ACL_vector *v, struct ACL_vector *out,
+                 zkl_error *err);
 void zkl_acl_free(struct ACL_vector *v);
 /* "cdrwa" -> ZOO_PERM_*; -1 on a letter that is none of those */
 int zkl_acl_perms(const char *s);
