@@ -8,9 +8,14 @@ WARN        = -Wall -Wextra -Wmissing-prototypes -Wstrict-prototypes -Wshadow
 ZK_CFLAGS   = -DTHREADED -D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden
 LIBS        = -lzookeeper_mt -lpthread
 
-SRC  = src/core.c src/lclient.c src/llock.c src/client.c src/lock.c \
-       src/op.c src/names.c src/netutil.c src/proxy.c
-HDRS = src/zkl.h src/lbind.h src/compat.h
+# zklock.core: the core (src/core, no Lua) and its binding (src/lua);
+# zklock.testing.core: test equipment (src/testing), with the core's and
+# the binding's pure helpers.  Layout: docs/design.md, "Source map".
+SRC  = $(wildcard src/core/*.c) $(wildcard src/lua/*.c)
+HDRS = $(wildcard src/core/*.h) $(wildcard src/lua/*.h)
+TSRC = $(wildcard src/testing/*.c) src/core/util.c src/core/errors.c \
+       src/lua/lutil.c
+THDRS = $(HDRS) $(wildcard src/testing/*.h)
 
 # Debian packages: what `make deps` installs when missing.
 DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
@@ -20,7 +25,8 @@ DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
 
 .PHONY: all deps test demo bench memcheck asan torture clean
 
-all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so
+all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so \
+     build/lua5.4/zklock/testing/core.so build/luajit/zklock/testing/core.so
 
 build/lua5.4/zklock/core.so: $(SRC) $(HDRS)
 	@mkdir -p $(@D)
@@ -29,6 +35,14 @@ build/lua5.4/zklock/core.so: $(SRC) $(HDRS)
 build/luajit/zklock/core.so: $(SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(SRC) $(LIBS)
+
+build/lua5.4/zklock/testing/core.so: $(TSRC) $(THDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA54_INC) -shared -o $@ $(TSRC) $(LIBS)
+
+build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
 
 # AddressSanitizer builds of the module (run with LD_PRELOAD of libasan):
 # build/asan for Lua 5.4 (outside scripts use LUA_CPATH='build/asan/?.so'),
@@ -43,6 +57,16 @@ build/asan-luajit/zklock/core.so: $(SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUAJIT_INC) -shared -o $@ $(SRC) $(LIBS)
+
+build/asan/zklock/testing/core.so: $(TSRC) $(THDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
+	  -I$(LUA54_INC) -shared -o $@ $(TSRC) $(LIBS)
+
+build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
+	  -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
 
 deps:
 	@sh tools/deps.sh $(DEPS)
@@ -73,7 +97,8 @@ memcheck: deps all
 	@sh spec/memcheck.sh $(filter-out $(MEMCHECK_EXCLUDE),$(wildcard spec/*_spec.lua))
 
 # make asan: every spec file, nginx included (spec/asan.sh)
-asan: deps build/asan/zklock/core.so build/asan-luajit/zklock/core.so
+asan: deps build/asan/zklock/core.so build/asan-luajit/zklock/core.so \
+      build/asan/zklock/testing/core.so build/asan-luajit/zklock/testing/core.so
 	@sh spec/asan.sh
 
 clean:

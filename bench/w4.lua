@@ -18,6 +18,7 @@ local zklock = require "zklock"
 local testing = require "zklock.testing"
 local N = require "spec.nginx"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 
 local SECS = tonumber(os.getenv("BENCH_W4_SECS")) or 10
 local CONNS = 100
@@ -154,7 +155,7 @@ local ok, err = pcall(function()
   local holder = N.parallel_bg({ c:url("/hold") }, 150)
   local deadline = core.now() + 30
   while queued() < 1 do
-    assert(core.now() < deadline, "the hold never came"); core.sleep(0.05)
+    assert(core.now() < deadline, "the hold never came"); tcore.sleep(0.05)
   end
   local batches = {}
   for i = 1, QUEUE, 250 do -- (curl runs at most 300 transfers at once)
@@ -164,7 +165,7 @@ local ok, err = pcall(function()
   end
   deadline = core.now() + 90
   while queued() < QUEUE + 1 do
-    assert(core.now() < deadline, "requests never all queued"); core.sleep(0.1)
+    assert(core.now() < deadline, "requests never all queued"); tcore.sleep(0.1)
   end
   local pings = {}
   for i = 1, 20 do pings[i] = select(3, c:get("/ping")) end

@@ -1,6 +1,6 @@
 -- Sessions: connect, state, close, chroot, fork, connection failures.
 local H = require "spec.helpers"
-local zklock, core = H.zklock, H.core
+local zklock, core, tcore = H.zklock, H.core, H.tcore
 
 describe("zklock.connect", function()
   local srv
@@ -24,7 +24,7 @@ describe("zklock.connect", function()
   end)
 
   it("gives nil, msg, 'connection_loss' when nothing listens", function()
-    local port = core.free_port()
+    local port = tcore.free_port()
     local t0 = H.now()
     local zk, msg, code = zklock.connect("127.0.0.1:" .. port,
       { connect_timeout = 0.5 })
@@ -96,7 +96,7 @@ describe("zklock.connect", function()
     -- client's mutex too, which another thread may hold at fork time)
     local op = assert(zk:_get(H.path()))
     local att = zk:_lock(H.path())
-    local pid = core._fork()
+    local pid = tcore.fork()
     if pid == 0 then
       local ok, err = pcall(m.acquire, m, 1)
       local ok2, err2 = pcall(zk.state, zk)
@@ -115,9 +115,9 @@ describe("zklock.connect", function()
       fh = io.open(out2, "w")
       fh:write(table.concat(r, " "))
       fh:close()
-      core._exit(0)
+      tcore.exit(0)
     end
-    assert.equal(0, core._waitpid(pid))
+    assert.equal(0, tcore.waitpid(pid))
     local text = H.read(out)
     assert.equal("true true true true true", H.read(out2))
     os.remove(out)

@@ -2,7 +2,7 @@
 -- waits"): each `it` names the item it guards and fails without its fix.
 local H = require "spec.helpers"
 local zklock = H.zklock
-local core = H.core
+local core, tcore = H.core, H.tcore
 
 -- Run a C op of zk to its end: its results (as op:result()).
 local function op(zk, method, ...)
@@ -315,7 +315,7 @@ describe("edges", function()
         function() zk:_wait(0, 0 / 0) end,
         function() core.connect("127.0.0.1:1", -5) end,
         function() core.connect("127.0.0.1:1", 1000, 7) end,
-        function() core.four_letter("127.0.0.1", 70000, "ruok") end,
+        function() tcore.four_letter("127.0.0.1", 70000, "ruok") end,
       }) do
         assert.has_error(f)
       end

@@ -2,6 +2,7 @@
 -- worker processes, bounded waits, and the orphan check.
 local zklock = require "zklock"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 local testing = require "zklock.testing"
 
 local H = {}
@@ -15,7 +16,7 @@ local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 
 --- Sleep without busy-waiting (used only inside bounded polling loops).
 function H.nap(s)
-  core.sleep(s or 0.05) -- (not os.execute: a run spawns enough processes
+  tcore.sleep(s or 0.05) -- (not os.execute: a run spawns enough processes
                         -- already for pids to wrap around)
 end
 
@@ -363,4 +364,5 @@ end
 H.testing = testing
 H.zklock = zklock
 H.core = core
+H.tcore = tcore
 return H

@@ -19,6 +19,7 @@ local JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx128m " ..
 local RW_WORKER = [=[
 local zklock = require "zklock"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 local hosts, path, mode, logfile, cycles, holdms, gate = ...
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local rw = zk:rwlock(path)
@@ -29,13 +30,13 @@ while true do
   local fh = io.open(gate)
   if fh then fh:close() break end
   assert(core.now() < deadline, "gate never opened")
-  core.sleep(0.01)
+  tcore.sleep(0.01)
 end
 local lines = {}
 for _ = 1, tonumber(cycles) do
   assert(l:acquire(60))
   local t0 = core.now()
-  core.sleep(tonumber(holdms) / 1000)
+  tcore.sleep(tonumber(holdms) / 1000)
   local t1 = core.now()
   assert(l:release())
   lines[#lines + 1] = ("%s %.6f %.6f\n"):format(tag, t0, t1)

@@ -3,6 +3,7 @@
 -- (made under $ZKLOCK_TEST_TMP, so spec/run.sh's clean-up finds it) and
 -- examples/nginx/nginx.conf filled in.  HTTP goes through curl.
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 
 local N = {}
 
@@ -55,7 +56,7 @@ Instance.__index = Instance
 function N.start(opts)
   seq = seq + 1
   local prefix = ("%s/zklock-nginx-%d-%d"):format(TMP, core.pid(), seq)
-  local port = opts.port or core.free_port()
+  local port = opts.port or tcore.free_port()
   assert(sh(("mkdir -p '%s/conf/extra' '%s/logs'"):format(prefix, prefix)))
   local conf = assert(slurp(opts.conf or (ROOT .. "/examples/nginx/nginx.conf")))
   local user = capture("id -u"):match("^0%s") and "user root root;" or ""
@@ -96,7 +97,7 @@ function N.start(opts)
       self:stop()
       error("nginx on port " .. port .. " never answered /ping:\n" .. log)
     end
-    core.sleep(0.05)
+    tcore.sleep(0.05)
   end
   return self
 end
@@ -134,7 +135,7 @@ function Instance:stop()
     if not (pid and alive(pid)) then break end
     sh("kill -" .. sig .. " " .. pid .. " 2>/dev/null")
     local deadline = core.now() + 10
-    while alive(pid) and core.now() < deadline do core.sleep(0.02) end
+    while alive(pid) and core.now() < deadline do tcore.sleep(0.02) end
   end
   for _, w in ipairs(workers) do
     if alive(w) then sh("kill -KILL " .. w .. " 2>/dev/null") end
@@ -193,7 +194,7 @@ function N.parallel_bg(urls, max_time)
     local deadline = core.now() + (timeout or (max_time or 60) + 10)
     while not slurp(tag .. ".done") do
       assert(core.now() < deadline, "background requests never finished")
-      core.sleep(0.05)
+      tcore.sleep(0.05)
     end
     local out = slurp(tag .. ".out") or ""
     os.remove(tag .. ".urls"); os.remove(tag .. ".out")

@@ -8,6 +8,7 @@
 -- `/tmp`), so `spec/run.sh` can kill whatever a crashed spec left behind.
 -- @module zklock.testing
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 
 local M = {}
 
@@ -68,7 +69,7 @@ local function poll(timeout, check)
   repeat
     local v = check()
     if v then return v end
-    core.sleep(0.1)
+    tcore.sleep(0.1)
   until core.now() > deadline
 end
 
@@ -110,7 +111,7 @@ local function kill(st)
 end
 
 local function mode(st, timeout)
-  local r = core.four_letter(st.host, st.port, "srvr", timeout or 1)
+  local r = tcore.four_letter(st.host, st.port, "srvr", timeout or 1)
   return r and r:match("Mode: (%a+)")
 end
 
@@ -133,11 +134,11 @@ end
 local function wait_ready(st, deadline)
   local ready = poll(deadline - core.now(), function()
     if not alive(st) then return "exited" end
-    if core.four_letter(st.host, st.port, "ruok", 1) ~= "imok"
+    if tcore.four_letter(st.host, st.port, "ruok", 1) ~= "imok"
       or not mode(st) then
       return nil
     end
-    local conf = core.four_letter(st.host, st.port, "conf", 1) or ""
+    local conf = tcore.four_letter(st.host, st.port, "conf", 1) or ""
     return conf:find("dataDir=" .. st.dir .. "/", 1, true) and "ready"
   end)
   if ready == "ready" then return true end
@@ -192,7 +193,7 @@ local function new_state(port, opts, id, servers)
 end
 
 -- Runs `make` up to three times while it fails because another process
--- took a port between core.free_port() and the JVM's bind.
+-- took a port between tcore.free_port() and the JVM's bind.
 local function with_port_retry(fixed_port, make)
   for attempt = 1, 3 do
     local ok, res = pcall(make)
@@ -241,7 +242,7 @@ function Server:is_running() return alive(core.unbox(self)) end
 -- @return the answer text, or nil, message, code
 function Server:four_letter(cmd, timeout)
   local st = core.unbox(self)
-  return core.four_letter(st.host, st.port, cmd, timeout)
+  return tcore.four_letter(st.host, st.port, cmd, timeout)
 end
 
 --- Stops the server: SIGTERM, and SIGKILL if it has not exited within
@@ -334,7 +335,7 @@ end
 function M.server(opts)
   opts = opts or {}
   return with_port_retry(opts.port, function()
-    local st = new_state(opts.port or core.free_port(), opts)
+    local st = new_state(opts.port or tcore.free_port(), opts)
     local ok, why = boot(st, core.now() + (opts.timeout or START_TIMEOUT))
     if not ok then
       local msg = failure(st, why)
@@ -414,7 +415,7 @@ function M.cluster(n, opts)
   return with_port_retry(false, function()
     local ports, seen, servers, states = {}, {}, {}, {}
     while #ports < 3 * n do -- client, quorum and election ports, distinct
-      local p = core.free_port()
+      local p = tcore.free_port()
       if not seen[p] then seen[p], ports[#ports + 1] = true, p end
     end
     for i = 1, n do
@@ -461,7 +462,7 @@ end
 -- @return proxy, with `port()` and `connect_string()`
 function M.proxy(target)
   local port = type(target) == "number" and target or target.port
-  local p = core.proxy(port)
+  local p = tcore.proxy(port)
   local mt = getmetatable(p).__index
   if not mt.connect_string then
     function mt.connect_string(self) return HOST .. ":" .. self:port() end

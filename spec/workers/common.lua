@@ -1,6 +1,7 @@
 -- Shared by the worker processes (loaded with dofile from the project root):
 -- the start gate and the syscall-free pause.
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 
 local W = {}
 
@@ -12,7 +13,7 @@ function W.wait_gate(gate, timeout)
     local fh = io.open(gate)
     if fh then fh:close(); return end
     assert(core.now() < deadline, "gate never opened")
-    core.sleep(0.01)
+    tcore.sleep(0.01)
   end
 end
 

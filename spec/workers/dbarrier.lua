@@ -4,6 +4,7 @@
 -- "leave <t>", leaves, and logs "left <t>" (monotonic, system-wide).
 local zklock = require "zklock"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 local W = dofile("spec/workers/common.lua")
 
 local hosts, path, members, logfile, gate, d_enter, d_leave = ...
@@ -12,7 +13,7 @@ members, d_enter, d_leave = tonumber(members), tonumber(d_enter),
 
 local function delay(s) -- staggering only: nothing waits on it
   local t = core.now() + s
-  while core.now() < t do core.sleep(0.01) end
+  while core.now() < t do tcore.sleep(0.01) end
 end
 
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))

@@ -3,6 +3,7 @@
 -- `lost.lua hosts path ready result session_timeout renew fenced_path`
 local zklock = require "zklock"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 local hosts, path, ready, result, st, renew, fpath = ...
 st = tonumber(st)
 local zk = assert(zklock.connect(hosts, { session_timeout = st,
@@ -33,7 +34,7 @@ while core.now() < deadline do
   local t = core.now()
   if not m:is_held() then first_false = core.now(); break end
   last_true = t
-  core.sleep(0.005)
+  tcore.sleep(0.005)
 end
 put("gap", first_false and first_false - last_true)
 -- on_lost is queued by the timer thread, run at the next dispatch

@@ -11,6 +11,7 @@
 --   D <holds>                                              finished
 local zklock = require "zklock"
 local core = require "zklock.core"
+local tcore = require "zklock.testing.core"
 local W = dofile("spec/workers/common.lua")
 
 local hosts, path, counter, logfile, cycles, st, mode, gate, deadline, work,
@@ -54,7 +55,7 @@ while more() and core.now() < deadline do
     check()
     if data then
       local v = (tonumber(data) or 0) + 1
-      core.sleep(work) -- the work done under the lock
+      tcore.sleep(work) -- the work done under the lock
       log:write(("P %s %d\n"):format(tostring(token), v)) -- about to
       local ok, zxid, wcode = m:fenced_set(counter, tostring(v), st * 3)
       local what = ok and "ok" or wcode == "lock_lost" and "lost" or

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "zkl.h"
+#include "testing.h"
 
 int zkl_free_port(void) {
   struct sockaddr_in a;

@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lbind.h"
+#include "testing.h"
 
 #define PROXY_MT "zklock.proxy"
 #define PROXY_MAX 256 /* connection pairs */

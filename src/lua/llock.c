@@ -1,6 +1,7 @@
-/* Lua binding: one lock attempt (one node's life) per userdata, and the
- * plain boxes that give recipe objects (zklock.mutex...) userdata identity
- * and a __gc that LuaJIT honours. */
+/* Lua binding: one lock attempt (one node's life) per userdata
+ * (zklock.attempt, made by client:_lock), and the plain boxes that give
+ * recipe objects (zklock.mutex...) userdata identity and a __gc that
+ * LuaJIT honours. */
 #include <stdio.h>
 #include <string.h>
 
@@ -41,27 +42,23 @@ static int llock_new(lua_State *L) {
 static zkl_lock *llock_check(lua_State *L) {
   llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   luaL_argcheck(L, b->l != NULL, 1, "lock attempt is gone");
-  if (zkl_client_forked(b->l->c))
-    luaL_error(L, "zklock: this lock belongs to a client of process %d and "
-               "cannot be used in a forked child", (int)b->l->c->pid);
+  zkl_checkfork(L, zkl_lock_client(b->l), "lock");
   return b->l;
 }
 
 /* attempt:start() -> true | nil, msg, code */
 static int llock_start(lua_State *L) {
-  zkl_lock *l = llock_check(L);
   zkl_error err;
-  if (!zkl_lock_start(l, &err)) return zkl_pusherr(L, &err);
+  if (!zkl_lock_start(llock_check(L), &err)) return zkl_pusherr(L, &err);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 /* attempt:poll() -> status, gen [, msg, code] */
 static int llock_poll(lua_State *L) {
-  zkl_lock *l = llock_check(L);
   zkl_error err;
   unsigned long gen;
-  int st = zkl_lock_poll(l, &gen, &err);
+  int st = zkl_lock_poll(llock_check(L), &gen, &err);
   lua_pushstring(L, llock_status[st]);
   lua_pushnumber(L, (lua_Number)gen);
   if (st != ZKL_FAILED) return 2;
@@ -81,19 +78,14 @@ static int llock_held(lua_State *L) {
 }
 
 /* attempt:info() -> node name | nil, czxid | nil */
-/* Nothing that may allocate (and so run a __gc that takes the same mutex)
- * happens with the mutex held: copy, unlock, then push. */
 static int llock_info(lua_State *L) {
-  zkl_lock *l = llock_check(L);
   char node[200];
-  long long czxid;
-  int has;
-  pthread_mutex_lock(&l->c->mu);
-  has = l->node != NULL;
-  if (has) snprintf(node, sizeof node, "%s", l->node);
-  czxid = (long long)l->czxid;
-  pthread_mutex_unlock(&l->c->mu);
-  if (!has) { lua_pushnil(L); lua_pushnil(L); return 2; }
+  int64_t czxid;
+  if (!zkl_lock_info(llock_check(L), node, sizeof node, &czxid)) {
+    lua_pushnil(L);
+    lua_pushnil(L);
+    return 2;
+  }
   lua_pushstring(L, node);
   zkl_pushint64(L, czxid);
   return 2;
@@ -111,7 +103,7 @@ static int llock_revocable(lua_State *L) {
 static int llock_wake(lua_State *L) {
   zkl_lock *l = llock_check(L);
   unsigned id = (unsigned)luaL_checkinteger(L, 2);
-  lua_pushnumber(L, (lua_Number)zkl_client_set_wake(l->c, &l->wake_id, id));
+  lua_pushnumber(L, (lua_Number)zkl_lock_set_wake(l, id));
   return 1;
 }
 
@@ -120,7 +112,7 @@ static int llock_gc(lua_State *L) {
   if (b->l) {
     zkl_lock *l = b->l;
     b->l = NULL;
-    if (!zkl_client_forked(l->c)) zkl_lock_drop(l); /* deletes our node */
+    if (!zkl_client_forked(zkl_lock_client(l))) zkl_lock_drop(l);
   }
   return 0;
 }
@@ -129,16 +121,17 @@ static int llock_tostring(lua_State *L) {
   llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   if (!b->l) {
     lua_pushfstring(L, "zklock.attempt{gone}: %p", (void *)b);
-  } else if (zkl_client_forked(b->l->c)) { /* (its mutex is the parent's) */
-    lua_pushfstring(L, "zklock.attempt{%s, forked}: %p", b->l->path,
-                    (void *)b);
+  } else if (zkl_client_forked(zkl_lock_client(b->l))) {
+    /* (its mutex is the parent's) */
+    lua_pushfstring(L, "zklock.attempt{%s, forked}: %p",
+                    zkl_lock_path(b->l), (void *)b);
   } else {
-    zkl_lock *l = b->l;
     char node[200];
-    pthread_mutex_lock(&l->c->mu);
-    snprintf(node, sizeof node, "%s", l->node ? l->node : "-");
-    pthread_mutex_unlock(&l->c->mu);
-    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", l->path, node, (void *)b);
+    int64_t czxid;
+    if (!zkl_lock_info(b->l, node, sizeof node, &czxid))
+      snprintf(node, sizeof node, "-");
+    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", zkl_lock_path(b->l),
+                    node, (void *)b);
   }
   return 1;
 }
@@ -158,15 +151,6 @@ static int llock_boxnew(lua_State *L) {
   zkl_setuservalue(L, -2);
   lua_pushvalue(L, 1);
   lua_setmetatable(L, -2);
-  return 1;
-}
-
-static int llock_uuid(lua_State *L) {
-  char u[40];
-  if (!zkl_uuid(u))
-    return luaL_error(L, "zklock: no random bytes (getrandom and "
-                      "/dev/urandom both failed)");
-  lua_pushstring(L, u);
   return 1;
 }
 
@@ -199,7 +183,6 @@ void zkl_open_lock(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "box", llock_boxnew },
     { "unbox", llock_unbox },
-    { "uuid", llock_uuid },
     { NULL, NULL }
   };
   zkl_setmeta(L, ZKL_ATTEMPT_MT, methods, meta);

@@ -1,0 +1,250 @@
+/* The core's own structures, for the files of src/core/ only.
+ *
+ * The house (docs/design.md, "Source map"), bottom up; a file uses only
+ * those above it, and the session calls tasks only through their class:
+ *   errors.c util.c names.c acl.c   pure helpers
+ *   notify.c    change counter, condvar wait, wake-up socket, ready list,
+ *               the event queue: how ZooKeeper's threads wake Lua
+ *   liveness.c  what the session knows of the server: usable, last heard
+ *   task.c      the life cycle every ZooKeeper task shares: requests,
+ *               enter/leave of completions, watch, finish, trouble,
+ *               parent creation, references
+ *   session.c   the zhandle, its watcher, the timer thread, renewal;
+ *               dispatches every event to the tasks through zkl_task_class
+ *   lock.c      the lock state machine          (a task)
+ *   op.c        the base of ops Lua polls for   (a task)
+ *   oneshot.c write.c barrier.c dbarrier.c  the ops (each an op)
+ *
+ * Threads: ZooKeeper's completion thread runs every callback; the timer
+ * thread probes and declares holds lost; the Lua thread starts, polls and
+ * drops.  All of them take the client's mutex first; none calls Lua. */
+#ifndef ZKLOCK_INTERNAL_H
+#define ZKLOCK_INTERNAL_H
+
+#include <pthread.h>
+
+#include "zkl.h"
+
+#pragma GCC visibility push(hidden)
+
+typedef struct zkl_task zkl_task;
+typedef struct zkl_req zkl_req;
+
+struct zkl_client {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  zhandle_t *zh;          /* NULL once closed */
+  int refs;               /* Lua boxes: the client's and every task's */
+  int state;              /* ZKL_CONNECTING... */
+  int closing;
+  unsigned long gen;      /* bumped (and cv broadcast) on every change */
+  int64_t session_id;
+  int timeout_ms;         /* negotiated session timeout */
+  int timeout_req;        /* the one asked for */
+  /* The server last heard us no earlier than `heard`: the send time of
+   * the newest request it answered.  It cannot expire the session before
+   * heard + timeout; holds are believed until a margin before that. */
+  double heard;
+  /* The timer thread: probes the server while a lock is held (so `heard`
+   * stays fresh), declares holds lost at heard + timeout, and opens a new
+   * session after an expiry (renew). */
+  pthread_t timer;
+  pthread_cond_t tcv;
+  int timer_on, timer_stop, timer_idle, probe_out, renew;
+  int renewing;           /* the timer is replacing zh (watcher waits) */
+  zhandle_t *old_zh;      /* the expired handle being closed */
+  double probe_at;        /* when the last probe was sent */
+  char *hosts;            /* connect string, for a new session */
+  char *auth_scheme, *auth_cred; int auth_len;
+  unsigned long n_sessions, n_lost;
+  pid_t pid;              /* process that opened the session */
+  struct ACL_vector acl;  /* of every node created (owned) */
+  int max_data;           /* longest data accepted, bytes */
+  zkl_task *tasks;        /* live tasks: every event goes to each */
+  zkl_req *reqs;          /* outstanding requests */
+  zkl_event *ev_head, *ev_tail; /* callbacks Lua owes the user */
+  unsigned long n_watch_events, n_requests;
+  unsigned long n_own_events; /* of those: only about our own lock nodes */
+  /* OpenResty: the event loop waits on a unix socket instead of cv.
+   * wake_fd is our end: one byte is written when something changed and
+   * the last byte has not been taken (wake_pending).  Tasks with a wake
+   * id queue it on `ready` when they may have changed, so only their own
+   * waiters are woken; ready_all: wake every waiter (session events,
+   * or the list overflowed). */
+  int wake_fd, wake_listen, wake_pending, ready_all;
+  char *wake_path;        /* the listening socket's path until accepted */
+  double wake_since;      /* monotonic time of the first untaken change */
+  unsigned *ready;
+  int n_ready, cap_ready;
+};
+
+/* ---- util.c ------------------------------------------------------------ */
+int zkl_is_cut(int rc); /* the connection was cut: try again later */
+/* The session is gone (expired, closed): so is every ephemeral node. */
+int zkl_is_gone(int rc);
+struct timespec zkl_abstime(double end); /* zkl_now time -> timedwait */
+
+/* ---- notify.c (mu held) -------------------------------------------------- */
+void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
+void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
+void zkl_event_push(zkl_client *c, int type, const char *path);
+void zkl_notify_free(zkl_client *c); /* the unref: events, socket, list */
+
+/* ---- liveness.c (mu held) ------------------------------------------------ */
+/* 1 while the session is usable for requests; else sets err. */
+int zkl_client_usable(zkl_client *c, zkl_error *err);
+/* The server answered a request sent at `sent` (rc: its answer): it heard
+ * us then. */
+void zkl_client_heard(zkl_client *c, double sent, int rc);
+void zkl_client_kick(zkl_client *c); /* a hold began: the timer probes */
+double zkl_client_expiry(const zkl_client *c);   /* heard + timeout */
+double zkl_client_margin(const zkl_client *c); /* holds end this early */
+
+/* ---- task.c: the life cycle every ZooKeeper task shares ------------------ */
+
+/* How the session talks to a task (all with mu held).  Every entry may be
+ * NULL but finish and free. */
+typedef struct zkl_task_class {
+  const char *name;
+  void (*on_connected)(zkl_task *t);  /* (re)connected: redo, look again */
+  void (*on_expired)(zkl_task *t);    /* the session expired: finish */
+  /* A watch event about path: ZKL_ABOUT_* */
+  int (*on_watch)(zkl_task *t, int type, const char *path);
+  /* The closing library dropped request r of ours (finished ZCLOSING). */
+  void (*on_closing)(zkl_task *t, zkl_req *r);
+  void (*on_closed)(zkl_task *t);     /* the client closed: finish */
+  /* Timer thread: a hold not confirmed by the server by `deadline` is
+   * lost.  Returns 1 while t holds something still believed. */
+  int (*check_lost)(zkl_task *t, double now, double deadline);
+  /* End: rc ZOK, or the failure (what: the path concerned).  It must end
+   * with zkl_task_settle. */
+  void (*finish)(zkl_task *t, int rc, const char *what);
+  void (*parents_made)(zkl_task *t);  /* zkl_task_parents succeeded */
+  void (*free)(zkl_task *t);          /* the last reference went */
+} zkl_task_class;
+
+/* What a watch event was to a task (the session counts wake-ups). */
+enum { ZKL_ABOUT_NONE, ZKL_ABOUT_OWN_QUIET, ZKL_ABOUT_OWN, ZKL_ABOUT_WAITED };
+
+struct zkl_task {
+  zkl_task *prev, *next;  /* the client's list */
+  const zkl_task_class *cls;
+  zkl_client *c;
+  int refs;       /* the Lua box + outstanding requests (+ selfref) */
+  int linked;     /* on the client's list (it then holds a client ref) */
+  int selfref;    /* given up with work left: keeps itself alive */
+  int epoch;      /* bumped on every move: older replies are ignored */
+  int redo;       /* the last request was cut: redo on reconnect */
+  unsigned wake_id; /* OpenResty waiter's token, or 0 */
+  int parents_left, parents_rc;
+  char *path;     /* the path the task is about (lock directory, node) */
+  char *watch;    /* full path whose watch event moves the task on */
+  zkl_error err;
+};
+
+/* One per outstanding asynchronous call, holding a reference on its task
+ * (none for the session's probes). */
+struct zkl_req {
+  zkl_req *prev, *next;
+  zkl_client *c;
+  zkl_task *t;
+  int epoch;      /* the task's epoch when sent (or another tag) */
+  int kind;       /* the task's own label */
+  double sent;    /* boot clock, taken before sending */
+};
+
+zkl_req *zkl_req_new(zkl_client *c, zkl_task *t, int epoch, int kind);
+void zkl_req_done(zkl_req *r); /* drops the task's reference */
+
+/* 0 with err when out of memory. */
+int zkl_task_init(zkl_task *t, const zkl_task_class *cls, zkl_client *c,
+                  const char *path, zkl_error *err);
+void zkl_task_link(zkl_task *t);  /* on the client's list (mu held) */
+void zkl_task_unref(zkl_task *t); /* the last one frees (mu held) */
+void zkl_task_keep(zkl_task *t);  /* work left without a box: selfref */
+void zkl_task_set_watch(zkl_task *t, char *path); /* takes path */
+int zkl_task_watches(const zkl_task *t, const char *path);
+void zkl_task_notify(zkl_task *t); /* its waiters look again */
+/* The error of a task finishing with rc: a dead session says best why. */
+void zkl_task_seterr(zkl_task *t, int rc, const char *what);
+/* The common end of every finish: no watch, waiters woken, selfref let
+ * go (callers hold a reference of their own, or touch t no more). */
+void zkl_task_settle(zkl_task *t);
+/* A failure: cut connection -> redo on reconnect; else finish. */
+void zkl_task_trouble(zkl_task *t, int rc, const char *what);
+zkl_req *zkl_task_req(zkl_task *t, int kind); /* tagged with the epoch */
+/* After sending r (rc: the send's result; r NULL: out of memory):
+ * 1 when it went, else it is undone and the task in trouble. */
+int zkl_task_sent(zkl_task *t, zkl_req *r, int rc, const char *what);
+/* A completion's first and last words: take the mutex, note that the
+ * server heard us; the task, or NULL when the reply is of an older epoch.
+ * leave: waiters look again, r is done, the mutex let go. */
+zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp);
+void zkl_task_leave(zkl_req *r);
+/* Create the parents of target (and target itself when self_too) as
+ * containers; then cls->parents_made, or finish/trouble. */
+void zkl_task_parents(zkl_task *t, const char *target, int self_too);
+unsigned long zkl_task_set_wake(zkl_task *t, unsigned id); /* Lua thread */
+
+/* ---- op.c: the base of every op ------------------------------------------ */
+
+/* Stages every op knows; each op numbers its own from ZKL_STAGE_OWN. */
+enum { ZKL_STAGE_MAIN, ZKL_STAGE_PARENTS, ZKL_STAGE_OWN };
+
+typedef struct zkl_op_class {
+  zkl_task_class task;     /* (first: a task's cls is this) */
+  int kind;                /* ZKL_OP_* */
+  void (*step)(zkl_op *op); /* send the request of op->stage */
+  /* The stage to run again on the watch event (-1: the current one). */
+  int watch_stage;
+  /* Cancel (a wait timed out): NULL finishes at once. */
+  void (*cancel)(zkl_op *op);
+  /* The Lua box is gone (op not done): NULL cancels; work it leaves
+   * undone keeps the op alive until done. */
+  void (*drop)(zkl_op *op);
+  void (*free)(zkl_op *op); /* its own fields (may be NULL) */
+} zkl_op_class;
+
+struct zkl_op {
+  zkl_task t;
+  int done;       /* finished (t.err.code says how) */
+  int cancel;     /* nobody waits for the outcome any more */
+  int stage;
+  int result;     /* see zkl_op_result */
+  int64_t zxid;
+  char **names; int n;
+  char *data; int datalen;
+};
+
+#define ZKL_OP_CLASS(op) ((const zkl_op_class *)(op)->t.cls)
+
+/* Allocate size bytes (an op or a struct beginning with one); NULL with
+ * err when out of memory.  data NULL: none (datalen -1). */
+zkl_op *zkl_op_new(size_t size, const zkl_op_class *cls, zkl_client *c,
+                   const char *path, const char *data, int datalen,
+                   zkl_error *err);
+/* Link and start it (Lua thread), or free it and fail with err. */
+zkl_op *zkl_op_start(zkl_op *op, zkl_error *err);
+void zkl_op_goto(zkl_op *op, int stage); /* new epoch, send the stage */
+void zkl_op_finish(zkl_op *op, int rc, const char *what);
+void zkl_op_parents(zkl_op *op, const char *target);
+/* The class entries most ops share. */
+void zkl_op_on_connected(zkl_task *t);
+void zkl_op_on_expired(zkl_task *t);
+int zkl_op_on_watch(zkl_task *t, int type, const char *path);
+void zkl_op_on_closing(zkl_task *t, zkl_req *r);
+void zkl_op_task_finish(zkl_task *t, int rc, const char *what);
+void zkl_op_parents_made(zkl_task *t);
+void zkl_op_task_free(zkl_task *t);
+/* Send r for the current stage (rc: the send's result). */
+void zkl_op_sent(zkl_op *op, zkl_req *r, int rc, const char *what);
+/* Lua thread: the data of a set/create, copied. */
+
+#define ZKL_OP_TASK_CLASS(name, finish)                                    \
+  { name, zkl_op_on_connected, zkl_op_on_expired, zkl_op_on_watch,        \
+    zkl_op_on_closing, zkl_op_on_expired, NULL, finish,                   \
+    zkl_op_parents_made, zkl_op_task_free }
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,53 @@
+/* What the session knows of the server: whether requests can be sent at
+ * all, and when the server last heard us, which bounds when it may expire
+ * the session (docs/guarantees.md).  Every function runs with the
+ * client's mutex held. */
+#include <pthread.h>
+
+#include "internal.h"
+
+int zkl_client_usable(zkl_client *c, zkl_error *err) {
+  switch (c->state) {
+  case ZKL_EXPIRED:
+    zkl_seterr(err, ZKL_ESESSION_EXPIRED, "session expired");
+    return 0;
+  case ZKL_AUTH_FAILED:
+    zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    return 0;
+  case ZKL_CLOSED:
+    zkl_seterr(err, ZKL_ECLOSED, "client is closed");
+    return 0;
+  }
+  if (c->closing || !c->zh) {
+    zkl_seterr(err, ZKL_ECLOSED, "client is closed");
+    return 0;
+  }
+  return 1;
+}
+
+void zkl_client_heard(zkl_client *c, double sent, int rc) {
+  switch (rc) { /* what only a server's answer says (the library fails
+                 * unanswered requests with whatever broke the connection) */
+  case ZOK: case ZNONODE: case ZNODEEXISTS: case ZNOTEMPTY: case ZBADVERSION:
+  case ZNOAUTH: case ZNOCHILDRENFOREPHEMERALS: case ZINVALIDACL:
+  case ZBADARGUMENTS: case ZUNIMPLEMENTED:
+    if (sent > c->heard) c->heard = sent;
+    break;
+  default:
+    break;
+  }
+}
+
+void zkl_client_kick(zkl_client *c) {
+  if (!c->timer_idle) return; /* it wakes within a third of the timeout */
+  c->timer_idle = 0;
+  pthread_cond_signal(&c->tcv);
+}
+
+double zkl_client_expiry(const zkl_client *c) {
+  return c->heard + c->timeout_ms / 1000.0;
+}
+
+double zkl_client_margin(const zkl_client *c) {
+  return c->timeout_ms / 10000.0; /* a tenth of the session timeout */
+}

@@ -1,0 +1,684 @@
+/* The lock state machine (Curator LockInternals; docs/design.md, section 4),
+ * driven by asynchronous completions on ZooKeeper's completion thread.
+ *
+ *   IDLE -> CREATING (create + pipelined listing) -> HELD
+ *                    \-> WATCHING (get-with-watch on one predecessor)
+ *                          -> LISTING (on its deletion) -> HELD | WATCHING
+ *   missing parent: PARENTS (containers) -> CREATING
+ *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
+ *   release / timeout / __gc: DELETING -> DONE
+ *
+ * From the create's reply on, a get-with-watch on our own node ("self
+ * watch") tells us when it goes: deleted by anyone but us while HELD, the
+ * hold is lost (on_lost, like an expiry); while queued, we queue again
+ * with a fresh node (docs/recipes.md).  The same get reads "__REVOKE__".
+ *
+ * Every function here runs with the client's mutex held.  Requests carry
+ * the epoch they were sent in; a reply from an older epoch is ignored. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
+       L_HELD, L_DELETING, L_DONE, L_FAILED };
+enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF };
+
+struct zkl_lock {
+  zkl_task t;      /* path: the lock directory; watch: the predecessor */
+  int kind, max_leases;
+  int state;       /* L_* */
+  int abandon;     /* release asked: delete our node, then done */
+  int lost;        /* the lock was held and is no longer */
+  int create_out;  /* a create is outstanding */
+  int list_piped;  /* a listing was sent right behind the create */
+  char *prefix;    /* full path of the node to create, without sequence */
+  char *data; int datalen;
+  char uuid[40];
+  char *node;      /* our child's name once known */
+  char *ignore;    /* read lock of the write holder: our own writer node */
+  int revocable;   /* watch our node's data for "__REVOKE__" */
+  int self_gen;    /* bumped whenever `node` changes: tags self watches */
+  int revoke_version; /* data version of the last revocation queued */
+  int self_armed;  /* self_gen of the node the self watch was sent for */
+  int64_t czxid;
+  int64_t session; /* session that created our node */
+};
+
+static void lock_list(zkl_lock *l);
+static void lock_create(zkl_lock *l);
+static void lock_delete(zkl_lock *l);
+static void lock_watch_self(zkl_lock *l);
+static void lock_release_locked(zkl_lock *l);
+static const zkl_task_class lock_class;
+
+#define LOCK(t) ((zkl_lock *)(t))
+
+/* ---- the task's own parts ---------------------------------------------------- */
+
+static void lock_free(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  free(l->prefix); free(l->data); free(l->ignore); free(l->node);
+  free(l);
+}
+
+zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
+                       int max_leases, const char *data, int datalen,
+                       const char *ignore, zkl_error *err) {
+  zkl_lock *l = calloc(1, sizeof *l);
+  char name[80];
+  if (!l) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  if (!zkl_uuid(l->uuid)) {
+    free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "no random bytes for a node name "
+               "(getrandom and /dev/urandom both failed)");
+    return NULL;
+  }
+  if (!zkl_task_init(&l->t, &lock_class, c, path, err)) {
+    free(l);
+    return NULL;
+  }
+  l->revoke_version = -1;
+  l->self_armed = -1;
+  l->kind = kind;
+  l->max_leases = max_leases < 1 ? 1 : max_leases;
+  l->state = L_IDLE;
+  snprintf(name, sizeof name, "_c_%s%s", l->uuid, zkl_kind_marker(kind));
+  l->prefix = zkl_join(path, name);
+  l->datalen = datalen;
+  l->data = malloc(datalen > 0 ? (size_t)datalen : 1);
+  l->ignore = ignore ? strdup(ignore) : NULL;
+  if (!l->prefix || !l->data || (ignore && !l->ignore)) {
+    free(l->t.path); free(l->prefix); free(l->data); free(l->ignore);
+    free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
+  pthread_mutex_lock(&c->mu);
+  zkl_task_link(&l->t);
+  pthread_mutex_unlock(&c->mu);
+  return l;
+}
+
+/* Our node becomes `name` (a copy is kept) or none: replies and events
+ * about the previous one no longer apply (self_gen). */
+static void lock_set_node(zkl_lock *l, const char *name) {
+  free(l->node);
+  l->node = name ? strdup(name) : NULL;
+  l->self_gen++;
+  l->revoke_version = -1;
+}
+
+static char *lock_nodepath(const zkl_lock *l) {
+  return l->node ? zkl_join(l->t.path, l->node) : NULL;
+}
+
+/* A hold ends without its owner's word: on_lost callbacks are queued. */
+static void lock_lost_event(zkl_lock *l) {
+  if (l->lost) return;
+  l->lost = 1;
+  if (l->node) {
+    char *full = lock_nodepath(l);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_LOST, full);
+    free(full);
+  }
+  l->t.c->n_lost++;
+}
+
+/* The lock can no longer be had: finish as DONE when it was given up, as
+ * FAILED with the error otherwise.  A dead session took our node along. */
+static void lock_finish(zkl_task *t, int rc, const char *what_) {
+  zkl_lock *l = LOCK(t);
+  char what[256]; /* what_ may be l->node or the watch, freed below */
+  snprintf(what, sizeof what, "%s", what_ ? what_ : "");
+  if (zkl_is_gone(rc)) lock_set_node(l, NULL);
+  if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
+  if (l->abandon) {
+    l->state = L_DONE;
+  } else {
+    l->state = L_FAILED;
+    zkl_task_seterr(t, rc, what_ ? what : NULL);
+  }
+  zkl_task_settle(t);
+}
+
+static zkl_req *lock_req(zkl_lock *l, int kind) {
+  return zkl_task_req(&l->t, kind);
+}
+
+static int lock_sent(zkl_lock *l, zkl_req *r, int rc, const char *what) {
+  return zkl_task_sent(&l->t, r, rc, what);
+}
+
+/* a completion of ours, or NULL when it is of an older epoch */
+static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
+  return LOCK(zkl_task_enter(data, rc, rp));
+}
+
+/* ---- create, parents, list ----------------------------------------------------- */
+
+static void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
+
+static void lock_parents(zkl_lock *l) {
+  l->state = L_PARENTS;
+  zkl_task_parents(&l->t, l->t.path, 1); /* the directory too */
+}
+
+static void lock_create_cb(int rc, const char *name, const struct Stat *st,
+                           const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->state == L_CREATING) {
+    l->create_out = 0;
+    if (rc == ZOK) {
+      const char *base = strrchr(name, '/');
+      lock_set_node(l, base ? base + 1 : name);
+      l->czxid = st->czxid;
+      l->session = st->ephemeralOwner;
+      l->state = L_LISTING;
+      if (!l->node) lock_finish(&l->t, ZSYSTEMERROR, "(out of memory)");
+      else if (l->abandon) lock_delete(l);
+      else if (!l->list_piped) lock_list(l);
+      /* (the self watch is sent once the listing is read: lock_evaluate) */
+    } else if (rc == ZNONODE && !l->abandon) {
+      lock_parents(l);
+    } else if (zkl_is_cut(rc)) {
+      /* the server may have applied it: find out once reconnected */
+      l->state = L_RECOVER;
+      l->t.redo = 1;
+      if (l->t.c->state == ZKL_CONNECTED) lock_list(l);
+    } else {
+      lock_finish(&l->t, rc, l->t.path);
+    }
+  }
+  zkl_task_leave(r);
+}
+
+static void lock_create(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  l->t.epoch++;
+  l->state = L_CREATING;
+  l->t.redo = 0;
+  l->list_piped = 0;
+  r = lock_req(l, R_CREATE);
+  rc = r ? zoo_acreate2(l->t.c->zh, l->prefix, l->data, l->datalen,
+                        &l->t.c->acl, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+                        lock_create_cb, r)
+         : ZSYSTEMERROR;
+  if (!lock_sent(l, r, rc, l->t.path)) return;
+  l->create_out = 1;
+  /* the listing rides right behind the create: one round trip */
+  lock_list(l);
+}
+
+static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
+                        const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  (void)v; (void)vlen; (void)st;
+  if (l && l->state == L_WATCHING) {
+    if (rc == ZOK) {
+      /* watch set: wait for the predecessor to go */
+    } else if (rc == ZNONODE) {
+      lock_list(l); /* gone already */
+    } else {
+      zkl_task_trouble(&l->t, rc, l->t.watch);
+    }
+  }
+  zkl_task_leave(r);
+}
+
+/* ---- our own node: deleted by someone else, or asked to let go ---------------- */
+
+/* Revocation (Curator Revoker): a revoker sets our node's data to
+ * "__REVOKE__"; the self watch reads it and queues an event. */
+static const char REVOKE[] = "__REVOKE__";
+
+/* Our node is gone, and we did not delete it: a hold is lost (as on an
+ * expiry); a queued attempt queues again with a new node (within the
+ * caller's deadline).  (docs/recipes.md, "someone else deletes a node") */
+static void lock_node_gone(zkl_lock *l) {
+  if (l->state == L_HELD) {
+    lock_lost_event(l);
+    lock_set_node(l, NULL);
+    lock_release_locked(l);
+  } else if (l->state == L_LISTING || l->state == L_WATCHING) {
+    lock_list(l); /* finds it missing: creates anew */
+  }
+}
+
+/* The reply to the self watch's get: our node's data, or its absence.
+ * (tagged with self_gen, not the epoch: its own enter) */
+static void lock_self_cb(int rc, const char *v, int vlen,
+                         const struct Stat *st, const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c; /* (read before r is freed) */
+  zkl_lock *l = LOCK(r->t);
+  int news = 0; /* anything a waiter must look at? (mostly not: then
+                   nobody is woken, which keeps the cycle at the floor) */
+  pthread_mutex_lock(&c->mu);
+  zkl_client_heard(c, r->sent, rc);
+  if (r->epoch == l->self_gen && l->node) {
+    if (rc == ZOK) {
+      /* once per request: a re-read (reconnect) of the same data version
+       * is not a new one */
+      if (l->state == L_HELD && l->revocable && v && st &&
+          st->version != l->revoke_version &&
+          vlen == (int)sizeof REVOKE - 1 &&
+          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        char *full = lock_nodepath(l);
+        l->revoke_version = st->version;
+        if (full) zkl_event_push(c, ZKL_EV_REVOKE, full);
+        free(full);
+        news = 1;
+      }
+    } else if (rc == ZNONODE) {
+      lock_node_gone(l);
+      news = 1;
+    } /* cut: armed again on reconnect */
+  }
+  if (news) zkl_client_touch(c, l->t.wake_id);
+  zkl_req_done(r);
+  if (news) zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Get-with-watch on our own node (dedupes with one already set: one watch
+ * per session and path on the server). */
+static void lock_watch_self(zkl_lock *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (!l->node || !zkl_client_usable(l->t.c, NULL)) return;
+  full = lock_nodepath(l);
+  r = full ? zkl_req_new(l->t.c, &l->t, l->self_gen, R_SELF) : NULL;
+  rc = r ? zoo_aget(l->t.c->zh, full, 1, lock_self_cb, r) : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK && r) zkl_req_done(r); /* (cut: again on reconnect) */
+  else if (rc == ZOK) l->self_armed = l->self_gen;
+}
+
+/* ---- where we stand in the queue --------------------------------------------- */
+
+static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
+  zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
+  int n, idx, b;
+  if (!e) { lock_finish(&l->t, ZSYSTEMERROR, "out of memory"); return; }
+  n = zkl_names_sort(sv->data, sv->count,
+                     zkl_markers(zkl_kind_family(l->kind)), e);
+  idx = zkl_names_find(e, n, l->node);
+  if (idx < 0) {
+    /* someone deleted our queued node: queue again, behind everyone */
+    free(e);
+    lock_set_node(l, NULL);
+    if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+    return;
+  }
+  b = zkl_names_blocker(l->kind, l->max_leases, e, idx, l->ignore);
+  if (b < 0) {
+    l->state = L_HELD;
+    zkl_task_set_watch(&l->t, NULL);
+    zkl_client_kick(l->t.c); /* probes and the lost deadline start */
+    /* the acquirer may go on now; the self watch is sent after that wake-
+     * up (nothing is lost meanwhile: a node deleted before the watch is
+     * set answers the get with "no node") */
+    zkl_task_notify(&l->t);
+    /* (not sent yet for this node, or revocable: its data is read again) */
+    if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
+  } else {
+    zkl_req *r;
+    int rc;
+    zkl_task_set_watch(&l->t, zkl_join(l->t.path, e[b].name));
+    l->state = L_WATCHING;
+    if (l->self_gen != l->self_armed) lock_watch_self(l);
+    r = lock_req(l, R_GET);
+    rc = r && l->t.watch ? zoo_aget(l->t.c->zh, l->t.watch, 1, lock_get_cb, r)
+                         : ZSYSTEMERROR;
+    if (r && !l->t.watch) { zkl_req_done(r); r = NULL; }
+    lock_sent(l, r, rc, l->t.watch);
+  }
+  free(e);
+}
+
+static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->state == L_RECOVER) {
+    if (rc == ZOK && st->ephemeralOwner == l->t.c->session_id) {
+      l->czxid = st->czxid; /* ours: adopt it */
+      l->session = st->ephemeralOwner;
+      l->state = L_LISTING;
+      if (l->abandon) lock_delete(l);
+      else lock_list(l); /* (the self watch follows the listing) */
+    } else if (rc == ZOK || rc == ZNONODE) {
+      lock_set_node(l, NULL); /* not ours (an older session's) or gone */
+      if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+    } else {
+      zkl_task_trouble(&l->t, rc, l->node);
+    }
+  }
+  zkl_task_leave(r);
+}
+
+/* A create whose reply was lost: the listing shows whether a node of our
+ * uuid exists, and its ephemeralOwner whether it is ours (section 4). */
+static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
+  int i;
+  for (i = 0; i < sv->count; i++) {
+    if (strstr(sv->data[i], l->uuid)) {
+      zkl_req *r;
+      char *full = zkl_join(l->t.path, sv->data[i]);
+      int rc;
+      lock_set_node(l, sv->data[i]);
+      l->t.epoch++;
+      r = full && l->node ? lock_req(l, R_EXISTS) : NULL;
+      rc = r ? zoo_aexists(l->t.c->zh, full, 0, lock_exists_cb, r)
+             : ZSYSTEMERROR;
+      free(full);
+      lock_sent(l, r, rc, l->t.path);
+      return;
+    }
+  }
+  if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+}
+
+static void lock_list_cb(int rc, const struct String_vector *sv,
+                         const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  /* (the listing piped behind a create is answered after it: by then the
+   * create's reply moved us to LISTING, or to a newer epoch) */
+  if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
+    if (rc == ZOK && l->state == L_RECOVER) lock_recovered(l, sv);
+    else if (rc == ZOK) lock_evaluate(l, sv);
+    else if (rc == ZNONODE && l->state == L_RECOVER) /* nothing was made */
+      l->abandon ? lock_finish(&l->t, ZOK, NULL) : lock_create(l);
+    else if (rc == ZNONODE) lock_finish(&l->t, rc, l->t.path);
+    else zkl_task_trouble(&l->t, rc, l->t.path);
+  }
+  zkl_task_leave(r);
+}
+
+static void lock_sync_cb(int rc, const char *value, const void *data) {
+  zkl_req *r;
+  (void)value;
+  (void)lock_enter(data, rc, &r); /* the listing behind it says the rest */
+  zkl_task_leave(r);
+}
+
+static void lock_list(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  if (l->state != L_CREATING) {
+    l->t.epoch++;
+    if (l->state != L_RECOVER) l->state = L_LISTING;
+  }
+  l->t.redo = 0;
+  if (l->state == L_RECOVER) {
+    /* The cut create may have been applied without this server knowing
+     * yet (an ensemble member behind the leader): a sync first, and the
+     * listing, answered after it, shows it.  (The session moved to this
+     * server before we got CONNECTED: the leader refuses requests still in
+     * flight from the old connection, so none lands after the listing.) */
+    r = lock_req(l, R_SYNC);
+    rc = r ? zoo_async(l->t.c->zh, l->t.path, lock_sync_cb, r) : ZSYSTEMERROR;
+    if (!lock_sent(l, r, rc, l->t.path)) return;
+  }
+  r = lock_req(l, R_LIST);
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 0, lock_list_cb, r)
+         : ZSYSTEMERROR;
+  if (lock_sent(l, r, rc, l->t.path) && l->state == L_CREATING)
+    l->list_piped = 1;
+}
+
+/* ---- giving our node back ------------------------------------------------------ */
+
+static void lock_delete_cb(int rc, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->state == L_DELETING) {
+    if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+        rc == ZCLOSING || rc == ZINVALIDSTATE) {
+      lock_set_node(l, NULL);
+      lock_finish(&l->t, ZOK, NULL);
+    } else if (zkl_is_cut(rc)) {
+      l->t.redo = 1;
+    } else {
+      lock_finish(&l->t, ZOK, NULL); /* e.g. no auth to delete: nothing more */
+    }
+  }
+  zkl_task_leave(r);
+}
+
+static void lock_delete(zkl_lock *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (!l->node) { lock_finish(&l->t, ZOK, NULL); return; }
+  if (!zkl_client_usable(l->t.c, NULL)) {
+    lock_finish(&l->t, ZOK, NULL); /* the node goes with the session */
+    return;
+  }
+  l->t.epoch++;
+  l->state = L_DELETING;
+  l->t.redo = 0;
+  zkl_task_set_watch(&l->t, NULL);
+  full = lock_nodepath(l);
+  r = full ? lock_req(l, R_DELETE) : NULL;
+  rc = r ? zoo_adelete(l->t.c->zh, full, -1, lock_delete_cb, r)
+         : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    if (zkl_is_cut(rc)) l->t.redo = 1;
+    else lock_finish(&l->t, ZOK, NULL);
+  }
+}
+
+static void lock_release_locked(zkl_lock *l) {
+  l->abandon = 1;
+  switch (l->state) {
+  case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
+  case L_CREATING: if (!l->create_out) lock_delete(l); break;
+  case L_RECOVER: break; /* finds our node, then deletes it */
+  case L_LISTING: case L_WATCHING: case L_HELD: lock_delete(l); break;
+  case L_FAILED: /* e.g. no auth to watch: our node may still be there */
+    if (l->node && zkl_client_usable(l->t.c, NULL)) lock_delete(l);
+    break;
+  default: break;
+  }
+  /* work left (a reply to come, a reconnect to wait for): the attempt
+   * must outlive its Lua box until the node is gone */
+  if (l->state != L_DONE && l->state != L_FAILED) zkl_task_keep(&l->t);
+}
+
+/* ---- what the session tells us ------------------------------------------------- */
+
+static void lock_on_connected(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  switch (l->state) {
+  case L_PARENTS: if (l->t.redo) lock_parents(l); break;
+  case L_CREATING: if (l->t.redo && !l->create_out) lock_create(l); break;
+  case L_LISTING: case L_WATCHING:
+    lock_watch_self(l); /* (the last one may have been cut unsent) */
+    /* fall through */
+  case L_RECOVER:
+    /* watches survive a reconnect, but a fresh listing costs one request
+     * and covers anything missed */
+    lock_list(l);
+    break;
+  case L_DELETING: if (l->t.redo) lock_delete(l); break;
+  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
+  default: break;
+  }
+}
+
+static void lock_on_expired(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
+    return;
+  if (l->state == L_HELD) lock_lost_event(l);
+  l->create_out = 0;
+  lock_finish(t, ZSESSIONEXPIRED, NULL);
+}
+
+static int lock_on_watch(zkl_task *t, int type, const char *path) {
+  zkl_lock *l = LOCK(t);
+  size_t n;
+  if (zkl_task_watches(t, path)) {
+    /* deleted, or changed (which used the watch up): look again */
+    if (l->state == L_WATCHING) lock_list(l);
+    return ZKL_ABOUT_WAITED;
+  }
+  /* our node: path == l->path + "/" + l->node */
+  n = strlen(t->path);
+  if (!l->node || strncmp(path, t->path, n) != 0 || path[n] != '/' ||
+      strcmp(path + n + 1, l->node) != 0)
+    return ZKL_ABOUT_NONE;
+  if (l->state != L_HELD && l->state != L_LISTING && l->state != L_WATCHING)
+    return ZKL_ABOUT_OWN_QUIET; /* (our own delete, or a reply says it) */
+  if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
+  else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
+  return ZKL_ABOUT_OWN;
+}
+
+static void lock_on_closing(zkl_task *t, zkl_req *r) {
+  zkl_lock *l = LOCK(t);
+  if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
+  if (t->epoch == r->epoch && l->state != L_DONE && l->state != L_FAILED)
+    lock_finish(t, ZCLOSING, NULL);
+}
+
+static void lock_on_closed(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
+    if (t->selfref) { t->selfref = 0; zkl_task_unref(t); }
+    return;
+  }
+  lock_finish(t, ZCLOSING, NULL);
+}
+
+/* The timer thread: the server may have expired us.  The hold is over,
+ * whatever comes; if the session lives after all, our node must not
+ * outlive our belief. */
+static int lock_check_lost(zkl_task *t, double now, double deadline) {
+  zkl_lock *l = LOCK(t);
+  if (l->state != L_HELD || l->lost) return 0;
+  if (now < deadline) return 1;
+  lock_lost_event(l);
+  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
+  zkl_task_notify(t);
+  return 0;
+}
+
+static const zkl_task_class lock_class = {
+  "lock", lock_on_connected, lock_on_expired, lock_on_watch,
+  lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
+  lock_parents_made, lock_free
+};
+
+/* ---- the Lua thread's side --------------------------------------------------- */
+
+zkl_client *zkl_lock_client(const zkl_lock *l) { return l->t.c; }
+
+const char *zkl_lock_path(const zkl_lock *l) { return l->t.path; }
+
+void zkl_lock_revocable(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  if (!l->revocable) {
+    l->revocable = 1;
+    if (l->state == L_HELD) lock_watch_self(l); /* read the data now */
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
+int zkl_lock_start(zkl_lock *l, zkl_error *err) {
+  zkl_client *c = l->t.c;
+  int ok;
+  pthread_mutex_lock(&c->mu);
+  ok = zkl_client_usable(c, err);
+  if (ok) {
+    if (l->state != L_IDLE) {
+      zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
+      ok = 0;
+    } else {
+      lock_create(l);
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return ok;
+}
+
+/* Held, as far as this process can know: our node exists in our session,
+ * and the session cannot have expired on the server yet.  The client notices
+ * a silent server after 2/3 of the session timeout, so once disconnected the
+ * server may expire us 1/3 of the timeout later: past that we answer false.
+ * Reconnecting in the same session proves the node never went away, and the
+ * answer is true again; expiry makes it false for good (l->lost). */
+static int lock_held_now(zkl_lock *l) {
+  zkl_client *c = l->t.c;
+  if (l->state != L_HELD || l->lost) return 0;
+  if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
+  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
+}
+
+int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
+  int st;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (gen) *gen = l->t.c->gen;
+  switch (l->state) {
+  case L_HELD: st = ZKL_HELD; break;
+  case L_DONE: st = ZKL_DONE; break;
+  case L_WATCHING: st = ZKL_WAITING; break;
+  case L_FAILED: st = ZKL_FAILED;
+    if (err) *err = l->t.err;
+    break;
+  default: st = ZKL_PENDING; break;
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return st;
+}
+
+int zkl_lock_held(zkl_lock *l) {
+  int held;
+  pthread_mutex_lock(&l->t.c->mu);
+  held = lock_held_now(l);
+  pthread_mutex_unlock(&l->t.c->mu);
+  return held;
+}
+
+int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid) {
+  int has;
+  pthread_mutex_lock(&l->t.c->mu);
+  has = l->node != NULL;
+  if (has) snprintf(node, size, "%s", l->node);
+  *czxid = l->czxid;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return has;
+}
+
+unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id) {
+  return zkl_task_set_wake(&l->t, id);
+}
+
+void zkl_lock_release(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  lock_release_locked(l);
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
+void zkl_lock_drop(zkl_lock *l) {
+  zkl_client *c = l->t.c;
+  pthread_mutex_lock(&c->mu);
+  lock_release_locked(l);
+  zkl_task_unref(&l->t);
+  pthread_mutex_unlock(&c->mu);
+  zkl_client_unref(c);
+}

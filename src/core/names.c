@@ -1,0 +1,160 @@
+/* Lock node names: recognising contenders and ordering them.
+ *
+ * A contender is a child whose name carries a marker ("-lock-", "__lock__",
+ * "__READ__", ...) followed by the sequence suffix ZooKeeper appended: a
+ * signed 32-bit counter printed with "%010d".  The counter wraps to
+ * -2147483648 after 2^31, so suffixes are compared as uint32, never as
+ * strings.  Pure functions: no ZooKeeper, no Lua. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkl.h"
+
+/* Find the last occurrence of needle in s (markers sit right before the
+ * suffix; the uuid in front of them never contains one). */
+static const char *names_rfind(const char *s, const char *needle) {
+  const char *found = NULL, *p = s;
+  if (*needle == '\0') return NULL;
+  while ((p = strstr(p, needle)) != NULL) found = p++;
+  return found;
+}
+
+static int names_suffix(const char *s, uint32_t *seq) {
+  const char *p = s;
+  long long v = 0;
+  int digits = 0, neg = 0;
+  if (*p == '-') { neg = 1; p++; }
+  for (; *p; p++, digits++) {
+    if (*p < '0' || *p > '9' || digits >= 10) return 0;
+    v = v * 10 + (*p - '0');
+  }
+  if (digits == 0) return 0;
+  if (neg) v = -v;
+  if (v < -2147483648LL || v > 2147483647LL) return 0;
+  *seq = (uint32_t)(int32_t)v;
+  return 1;
+}
+
+int zkl_name_parse(const char *name, const char *const *markers,
+                   uint32_t *seq, int *which) {
+  int i;
+  for (i = 0; markers[i] != NULL; i++) {
+    const char *m = names_rfind(name, markers[i]);
+    if (m && names_suffix(m + strlen(markers[i]), seq)) {
+      if (which) *which = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int names_cmp(const void *a, const void *b) {
+  const zkl_entry *x = a, *y = b;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+int zkl_names_sort(char *const *names, int n, const char *const *markers,
+                   zkl_entry *out) {
+  int i, k = 0;
+  for (i = 0; i < n; i++) {
+    uint32_t seq;
+    int which = 0;
+    if (zkl_name_parse(names[i], markers, &seq, &which)) {
+      out[k].name = names[i];
+      out[k].seq = seq;
+      out[k].which = which;
+      k++;
+    }
+  }
+  qsort(out, (size_t)k, sizeof *out, names_cmp);
+  return k;
+}
+
+int zkl_names_find(const zkl_entry *e, int n, const char *name) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (strcmp(e[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* ---- the recipes' names (Curator's: docs/design.md, interop) ---------- */
+
+static const char *const names_mutex[] = { "-lock-", "__lock__", NULL };
+static const char *const names_lease[] = { "-lease-", NULL };
+static const char *const names_rw[] = { "__READ__", "__WRIT__", NULL };
+static const char *const names_read[] = { "__READ__", NULL };
+static const char *const names_write[] = { "__WRIT__", NULL };
+
+const char *const *zkl_markers(int family) {
+  switch (family) {
+  case ZKL_FAMILY_LEASE: return names_lease;
+  case ZKL_FAMILY_RW: return names_rw;
+  case ZKL_FAMILY_READ: return names_read;
+  case ZKL_FAMILY_WRITE: return names_write;
+  default: return names_mutex;
+  }
+}
+
+int zkl_kind_family(int kind) {
+  switch (kind) {
+  case ZKL_KIND_LEASE: return ZKL_FAMILY_LEASE;
+  case ZKL_KIND_READ: case ZKL_KIND_WRITE: return ZKL_FAMILY_RW;
+  default: return ZKL_FAMILY_MUTEX;
+  }
+}
+
+const char *zkl_kind_marker(int kind) {
+  switch (kind) {
+  case ZKL_KIND_LEASE: return "-lease-";
+  case ZKL_KIND_READ: return "-__READ__";
+  case ZKL_KIND_WRITE: return "-__WRIT__";
+  default: return "-lock-";
+  }
+}
+
+/* ---- who holds, who waits for whom (docs/design.md, section 4) -------- */
+
+int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
+                      const char *ignore) {
+  int j;
+  switch (kind) {
+  case ZKL_KIND_READ:
+    if (ignore && zkl_names_find(e, idx, ignore) >= 0)
+      return -1; /* we hold the write lock: reading is ours at once */
+    for (j = idx - 1; j >= 0; j--)  /* nearest writer before us, but not */
+      if (e[j].which == 1 &&        /* our own (the write holder reads) */
+          !(ignore && strcmp(e[j].name, ignore) == 0))
+        return j;
+    return -1;
+  case ZKL_KIND_WRITE:
+    return idx == 0 ? -1 : idx - 1;
+  default:
+    if (max_leases < 1) max_leases = 1;
+    return idx < max_leases ? -1 : idx - max_leases;
+  }
+}
+
+int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
+                      int *out) {
+  int i, k = 0;
+  for (i = 0; i < n; i++) {
+    int kind = family == ZKL_FAMILY_RW
+                 ? (e[i].which == 1 ? ZKL_KIND_WRITE : ZKL_KIND_READ)
+               : family == ZKL_FAMILY_LEASE ? ZKL_KIND_LEASE
+               : ZKL_KIND_MUTEX;
+    if (zkl_names_blocker(kind, max_leases, e, i, NULL) < 0) out[k++] = i;
+  }
+  return k;
+}
+
+int zkl_names_writer_between(const zkl_entry *e, int n, const char *w,
+                             const char *r) {
+  int wi = w ? zkl_names_find(e, n, w) : -1;
+  int ri = r ? zkl_names_find(e, n, r) : -1, j;
+  if (wi < 0) return 0;  /* our writer is gone: nobody is let in by it */
+  if (ri < 0) ri = n;    /* our reader is gone: any writer after ours */
+  for (j = wi + 1; j < ri; j++)
+    if (e[j].which == 1) return 1;
+  return 0;
+}

@@ -1,0 +1,392 @@
+/* The session: one zhandle, its state as Lua sees it, the watcher that
+ * hands every event to the tasks, and the timer thread that keeps "last
+ * heard" fresh while a lock is held, declares holds lost, and opens a new
+ * session after an expiry (docs/design.md, lock lost and renewal).
+ * ZooKeeper's threads only take the mutex, advance C state and wake the
+ * waiters (notify.c); they never touch Lua.  Tasks are reached only
+ * through their class (zkl_task_class), never by name. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* ---- the watcher ------------------------------------------------------------ */
+
+/* Every task, as one loop; `next` is read first: a task may go. */
+#define SESSION_EACH(c, t, tn) \
+  for ((t) = (c)->tasks; (t) && ((tn) = (t)->next, 1); (t) = (tn))
+
+static void session_event(zkl_client *c, zhandle_t *zh, int state) {
+  zkl_task *t, *next;
+  c->ready_all = 1; /* every waiter sees the session's news */
+  pthread_cond_signal(&c->tcv); /* probe now, or renew */
+  if (state == ZOO_CONNECTED_STATE) {
+    const clientid_t *id = zoo_client_id(zh);
+    c->session_id = id ? id->client_id : 0;
+    c->timeout_ms = zoo_recv_timeout(zh);
+    c->probe_at = 0;
+    if (c->state == ZKL_CONNECTING) {
+      c->state = ZKL_CONNECTED;
+      SESSION_EACH(c, t, next)
+        if (t->cls->on_connected) t->cls->on_connected(t);
+    }
+  } else if (state == ZOO_CONNECTING_STATE ||
+             state == ZOO_ASSOCIATING_STATE) {
+    if (c->state == ZKL_CONNECTED) c->state = ZKL_CONNECTING;
+  } else if (state == ZOO_EXPIRED_SESSION_STATE ||
+             state == ZOO_AUTH_FAILED_STATE) {
+    if (c->state != ZKL_CLOSED)
+      c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
+                                                    : ZKL_AUTH_FAILED;
+    SESSION_EACH(c, t, next)
+      if (t->cls->on_expired) t->cls->on_expired(t);
+  }
+}
+
+/* Returns 0 when nobody need look again (our own release). */
+static int session_node_event(zkl_client *c, int type, const char *path) {
+  zkl_task *t, *next;
+  int about = ZKL_ABOUT_NONE;
+  c->n_watch_events++;
+  SESSION_EACH(c, t, next) {
+    int a = t->cls->on_watch ? t->cls->on_watch(t, type, path)
+                             : ZKL_ABOUT_NONE;
+    if (a > about) about = a;
+  }
+  /* (one session gets one event per path: when our own node is also
+   * the one a waiter of ours watched, it counts as that wake-up) */
+  if (about == ZKL_ABOUT_OWN || about == ZKL_ABOUT_OWN_QUIET)
+    c->n_own_events++;
+  return about != ZKL_ABOUT_OWN_QUIET;
+}
+
+static void session_watcher(zhandle_t *zh, int type, int state,
+                            const char *path, void *ctx) {
+  zkl_client *c = ctx;
+  pthread_mutex_lock(&c->mu);
+  if (zh == c->old_zh) { /* a session given up, being closed */
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  /* the new session's first events: wait until the timer thread has
+   * stored its handle (zookeeper_init runs without the mutex) */
+  while (c->renewing) pthread_cond_wait(&c->cv, &c->mu);
+  if (zh != c->zh) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  if (type == ZOO_SESSION_EVENT) {
+    session_event(c, zh, state);
+  } else if (path != NULL && !session_node_event(c, type, path)) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* The library resolves the connect string again every time its IO thread
+ * polls: a getaddrinfo (with a netlink round trip) per wake-up, and a
+ * glibc lock held at random moments, so that a process forking then (nginx
+ * making its workers) hands the child a getaddrinfo that never returns.
+ * Resolve on connection loss only. */
+static void session_no_routine_dns(zhandle_t *zh) {
+  zoo_set_servers_resolution_delay(zh, -1);
+}
+
+/* Requests the library still owed us once zookeeper_close returned (it may
+ * drop them) are finished here as ZCLOSING, so every owner lets go. */
+static void session_drain(zkl_client *c) {
+  while (c->reqs) {
+    zkl_req *r = c->reqs;
+    if (r->t && r->t->cls->on_closing) r->t->cls->on_closing(r->t, r);
+    zkl_req_done(r);
+  }
+  c->probe_out = 0;
+}
+
+/* ---- the timer thread ------------------------------------------------------- */
+
+static void session_probe_cb(int rc, const struct Stat *st,
+                             const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  if ((unsigned long)r->epoch == c->n_sessions) {
+    c->probe_out = 0;
+    zkl_client_heard(c, r->sent, rc);
+    pthread_cond_signal(&c->tcv);
+  }
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Any request answered proves the server heard us; "/" is the chroot. */
+static void session_probe(zkl_client *c, double now) {
+  zkl_req *r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
+  c->probe_at = now;
+  if (!r) return;
+  if (zoo_aexists(c->zh, "/", 0, session_probe_cb, r) != ZOK) zkl_req_done(r);
+  else c->probe_out = 1;
+}
+
+/* After an expiry: close the dead handle and open a new session (timer
+ * thread, mu held on entry and return).  0 when none could be opened. */
+static int session_renew(zkl_client *c) {
+  zhandle_t *old = c->zh, *zh;
+  c->zh = NULL;
+  c->old_zh = old;
+  c->renewing = 1;
+  pthread_mutex_unlock(&c->mu);
+  if (old) zookeeper_close(old); /* not a ZooKeeper thread: allowed */
+  pthread_mutex_lock(&c->mu);
+  c->old_zh = NULL; /* gone: its address may come back */
+  session_drain(c);
+  zh = NULL;
+  if (!c->closing && !c->timer_stop) {
+    /* without the mutex: name resolution may take long */
+    pthread_mutex_unlock(&c->mu);
+    zh = zookeeper_init(c->hosts, session_watcher, c->timeout_req, NULL, c,
+                        0);
+    pthread_mutex_lock(&c->mu);
+  }
+  c->renewing = 0;
+  pthread_cond_broadcast(&c->cv); /* its watcher may wait for c->zh */
+  if (!zh) return 0;
+  session_no_routine_dns(zh);
+  c->zh = zh; /* (closed by zkl_client_close if that began meanwhile) */
+  c->state = ZKL_CONNECTING;
+  c->session_id = 0;
+  c->n_sessions++;
+  if (c->auth_scheme)
+    zoo_add_auth(c->zh, c->auth_scheme, c->auth_cred, c->auth_len, NULL,
+                 NULL);
+  c->ready_all = 1;
+  zkl_client_changed(c);
+  return 1;
+}
+
+/* Holds are lost once the server may have expired the session (heard +
+ * timeout); while any is held, a probe every third of the timeout keeps
+ * `heard` fresh (the library's own pings are invisible to us). */
+static void *session_timer(void *arg) {
+  zkl_client *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->timer_stop) {
+    /* reckoned on the boot clock (it runs on during a suspend, as the
+     * server's does); slept on the monotonic one (the condvar's) */
+    double now = zkl_bootnow(), t = c->timeout_ms / 1000.0, next = now + 3600;
+    double expiry = zkl_client_expiry(c);
+    int any = 0;
+    zkl_task *k, *kn;
+    struct timespec ts;
+    if (c->state == ZKL_EXPIRED && c->renew && !c->closing) {
+      if (session_renew(c)) continue;
+      if (c->timer_stop) break;
+      next = now + 1; /* try again */
+    }
+    SESSION_EACH(c, k, kn)
+      if (k->cls->check_lost) any |= k->cls->check_lost(k, now, expiry);
+    c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
+    if (any) {
+      if (expiry < next) next = expiry;
+      if (c->state == ZKL_CONNECTED && c->zh && !c->closing &&
+          !c->probe_out) {
+        double due = c->probe_at + t / 3;
+        if (now >= due) { session_probe(c, now); due = now + t / 3; }
+        if (due < next) next = due;
+      }
+    }
+    ts = zkl_abstime(zkl_now() + (next > now ? next - now : 0));
+    pthread_cond_timedwait(&c->tcv, &c->mu, &ts);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* ---- the client's life (Lua thread) ------------------------------------------ */
+
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
+                           struct ACL_vector *acl, int renew, int max_data,
+                           zkl_error *err) {
+  zkl_client *c = calloc(1, sizeof *c);
+  pthread_condattr_t ca;
+  if (!c || !(c->hosts = strdup(hosts))) {
+    free(c);
+    zkl_acl_free(acl);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  c->acl = *acl; /* ours from now on */
+  acl->data = NULL;
+  acl->count = 0;
+  c->max_data = max_data;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_cond_init(&c->tcv, &ca);
+  pthread_condattr_destroy(&ca);
+  c->refs = 1;
+  c->state = ZKL_CONNECTING;
+  c->timeout_ms = c->timeout_req = timeout_ms;
+  c->renew = renew;
+  c->pid = getpid();
+  c->wake_fd = c->wake_listen = -1;
+  /* Hold the mutex so the watcher, which may fire before zookeeper_init
+   * returns, sees c->zh set. */
+  pthread_mutex_lock(&c->mu);
+  errno = 0;
+  c->zh = zookeeper_init(hosts, session_watcher, timeout_ms, NULL, c, 0);
+  if (!c->zh) {
+    int e = errno;
+    pthread_mutex_unlock(&c->mu);
+    zkl_seterr(err, e == EINVAL ? ZKL_EZK_ERROR : ZKL_ECONNECTION_LOSS,
+               "cannot open a session to '%s': %s", hosts,
+               e ? strerror(e) : "invalid connect string");
+    pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->tcv);
+    pthread_mutex_destroy(&c->mu);
+    zkl_acl_free(&c->acl);
+    free(c->hosts);
+    free(c);
+    return NULL;
+  }
+  session_no_routine_dns(c->zh);
+  { /* the timer takes no signals: they are the process's (nginx...) */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    c->timer_on = pthread_create(&c->timer, NULL, session_timer, c) == 0;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (!c->timer_on) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "cannot start the timer thread");
+    zkl_client_unref(c);
+    return NULL;
+  }
+  return c;
+}
+
+int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
+                        int len, zkl_error *err) {
+  int rc;
+  char *s = strdup(scheme), *k = malloc(len > 0 ? (size_t)len : 1);
+  if (!s || !k) {
+    free(s); free(k);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return 0;
+  }
+  if (len > 0) memcpy(k, cred, (size_t)len);
+  pthread_mutex_lock(&c->mu);
+  rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, len, NULL, NULL)
+     : c->closing ? ZINVALIDSTATE
+     : ZOK; /* between sessions: the next one gets it */
+  if (rc == ZOK) { /* kept for the sessions to come */
+    free(c->auth_scheme); free(c->auth_cred);
+    c->auth_scheme = s; c->auth_cred = k; c->auth_len = len;
+    s = k = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  free(s); free(k);
+  if (rc != ZOK) { zkl_seterr_rc(err, rc, scheme); return 0; }
+  return 1;
+}
+
+int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
+
+void zkl_client_close(zkl_client *c) {
+  zhandle_t *zh;
+  zkl_task *t, *next;
+  pthread_mutex_lock(&c->mu);
+  if (c->closing) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  c->closing = 1;
+  c->timer_stop = 1;
+  pthread_cond_signal(&c->tcv);
+  pthread_mutex_unlock(&c->mu);
+  /* Never from a ZooKeeper thread; never in a forked child, where the
+   * library's threads (and our timer) do not exist. */
+  if (c->timer_on && !zkl_client_forked(c)) pthread_join(c->timer, NULL);
+  c->timer_on = 0;
+  pthread_mutex_lock(&c->mu);
+  zh = c->zh; /* (the timer may have replaced it) */
+  pthread_mutex_unlock(&c->mu);
+  if (zh && !zkl_client_forked(c)) zookeeper_close(zh);
+  pthread_mutex_lock(&c->mu);
+  c->zh = NULL;
+  c->state = ZKL_CLOSED;
+  session_drain(c);
+  /* and those waiting for a reconnect, with no request out */
+  SESSION_EACH(c, t, next)
+    if (t->cls->on_closed) t->cls->on_closed(t);
+  c->ready_all = 1;
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void zkl_client_unref(zkl_client *c) {
+  int last;
+  pthread_mutex_lock(&c->mu);
+  last = --c->refs == 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!last) return;
+  zkl_client_close(c);
+  zkl_notify_free(c);
+  free(c->hosts); free(c->auth_scheme); free(c->auth_cred);
+  zkl_acl_free(&c->acl);
+  pthread_cond_destroy(&c->tcv);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* ---- what Lua may read (Lua thread) ------------------------------------------ */
+
+pid_t zkl_client_pid(const zkl_client *c) { return c->pid; }
+
+int zkl_client_max_data(const zkl_client *c) { return c->max_data; }
+
+int zkl_client_state(zkl_client *c, unsigned long *gen) {
+  int st;
+  pthread_mutex_lock(&c->mu);
+  st = c->state;
+  if (gen) *gen = c->gen;
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+int64_t zkl_client_session_id(zkl_client *c) {
+  int64_t id;
+  pthread_mutex_lock(&c->mu);
+  id = c->session_id;
+  pthread_mutex_unlock(&c->mu);
+  return id;
+}
+
+int zkl_client_timeout_ms(zkl_client *c) {
+  int ms;
+  pthread_mutex_lock(&c->mu);
+  ms = c->timeout_ms;
+  pthread_mutex_unlock(&c->mu);
+  return ms;
+}
+
+void zkl_client_stats(zkl_client *c, zkl_stats *out) {
+  pthread_mutex_lock(&c->mu);
+  out->sessions = c->n_sessions;
+  out->lost = c->n_lost;
+  out->watch_events = c->n_watch_events;
+  out->own_events = c->n_own_events;
+  out->requests = c->n_requests;
+  pthread_mutex_unlock(&c->mu);
+}

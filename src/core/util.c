@@ -1,0 +1,87 @@
+/* Generic helpers: clocks, random node names, path joining, the reply
+ * codes that mean "try again" or "the session is gone". */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+double zkl_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double zkl_bootnow(void) {
+  struct timespec ts;
+#ifdef CLOCK_BOOTTIME
+  if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+#endif
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct timespec zkl_abstime(double end) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)end;
+  ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  return ts;
+}
+
+/* getrandom, or /dev/urandom where it is refused (old kernels, seccomp
+ * filters answering ENOSYS or EPERM); 0 when neither gives bytes. */
+static int util_random(unsigned char *b, size_t len) {
+  size_t got = 0;
+  int fd;
+  while (got < len) {
+    ssize_t n = getrandom(b + got, len - got, 0);
+    if (n > 0) got += (size_t)n;
+    else if (n < 0 && errno != EINTR) break;
+  }
+  if (got == len) return 1;
+  fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  while (got < len) {
+    ssize_t n = read(fd, b + got, len - got);
+    if (n > 0) got += (size_t)n;
+    else if (!(n < 0 && errno == EINTR)) break;
+  }
+  close(fd);
+  return got == len;
+}
+
+int zkl_uuid(char *out) {
+  unsigned char b[16];
+  if (!util_random(b, sizeof b)) return 0;
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  snprintf(out, 37,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+           "%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+           b[11], b[12], b[13], b[14], b[15]);
+  return 1;
+}
+
+char *zkl_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s%s%s", strcmp(dir, "/") == 0 ? "" : dir, "/", name);
+  return s;
+}
+
+int zkl_is_cut(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
+int zkl_is_gone(int rc) {
+  return rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE ||
+         rc == ZMARSHALLINGERROR;
+}

@@ -1,0 +1,259 @@
+/* zklock's C core, as the Lua binding sees it: opaque objects and the
+ * functions that drive them.  Nothing here knows about Lua; nothing here
+ * shows a struct of the core (they live in core/internal.h).
+ *
+ * The objects: a client (one ZooKeeper session, renewed after an expiry),
+ * lock attempts (one node's life in a lock's queue: docs/design.md,
+ * section 4) and ops (one-shot tasks Lua polls for: listings, writes,
+ * barrier waits, the double barrier).  Every call below is made from the
+ * Lua thread; each takes the client's mutex itself where it must.
+ * The layout of src/ is in docs/design.md, "Source map". */
+#ifndef ZKLOCK_ZKL_H
+#define ZKLOCK_ZKL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <zookeeper/zookeeper.h>
+
+/* Internal to the module however it is built (Makefile or luarocks):
+ * luaopen_zklock_core stays the only exported symbol. */
+#pragma GCC visibility push(hidden)
+
+typedef struct zkl_client zkl_client;
+typedef struct zkl_lock zkl_lock;
+typedef struct zkl_op zkl_op;
+
+/* ---- errors.c ---------------------------------------------------------- */
+/* Codes returned to Lua as the third value (zklock.errors). */
+#define ZKL_CODES(X)                      \
+  X(TIMEOUT, "timeout")                   \
+  X(CONNECTION_LOSS, "connection_loss")   \
+  X(SESSION_EXPIRED, "session_expired")   \
+  X(CLOSED, "closed")                     \
+  X(NO_AUTH, "no_auth")                   \
+  X(LOCK_LOST, "lock_lost")               \
+  X(NO_NODE, "no_node")                   \
+  X(NODE_EXISTS, "node_exists")           \
+  X(NOT_EMPTY, "not_empty")               \
+  X(FORKED, "forked")                     \
+  X(ZK_ERROR, "zk_error")
+
+enum zkl_code {
+  ZKL_OK = 0,
+#define ZKL_ENUM(n, s) ZKL_E##n,
+  ZKL_CODES(ZKL_ENUM)
+#undef ZKL_ENUM
+  ZKL_NCODES
+};
+
+typedef struct zkl_error {
+  int code;       /* enum zkl_code */
+  char msg[256];
+} zkl_error;
+
+const char *zkl_code_name(int code);
+int zkl_code_from_rc(int rc);
+const char *zkl_rc_name(int rc); /* "ZCONNECTIONLOSS" */
+void zkl_seterr(zkl_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "ZCONNECTIONLOSS: connection loss what" */
+void zkl_seterr_rc(zkl_error *e, int rc, const char *what);
+
+/* ---- util.c ------------------------------------------------------------ */
+double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
+/* Seconds on a clock that keeps running while the machine is suspended
+ * (CLOCK_BOOTTIME): what "last heard" and the session's expiry are
+ * measured in, since the server's clock runs on during a suspend
+ * (docs/guarantees.md). */
+double zkl_bootnow(void);
+/* 36 chars + NUL, random (v4); 0 when no random bytes can be had
+ * (getrandom refused and /dev/urandom unreadable). */
+int zkl_uuid(char *out);
+char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
+
+/* Longest path and data the binding accepts (docs/limits.md). */
+#define ZKL_PATH_MAX 4096
+#define ZKL_DATA_DEFAULT (1024 * 1024 - 8192)
+
+/* ---- names.c: lock node names (pure functions) ------------------------- */
+typedef struct zkl_entry {
+  const char *name; /* child name, borrowed */
+  uint32_t seq;     /* sequence suffix, compared as uint32 */
+  int which;        /* index of the marker that matched */
+} zkl_entry;
+
+/* The node kinds of the lock recipes; a family's markers recognise its
+ * nodes (the read/write family: which 0 read, 1 write). */
+enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE };
+enum { ZKL_FAMILY_MUTEX, ZKL_FAMILY_LEASE, ZKL_FAMILY_RW, ZKL_FAMILY_READ,
+       ZKL_FAMILY_WRITE };
+const char *const *zkl_markers(int family);
+int zkl_kind_family(int kind);
+const char *zkl_kind_marker(int kind); /* what a new node's name carries */
+
+int zkl_name_parse(const char *name, const char *const *markers,
+                   uint32_t *seq, int *which);
+/* Keep the contenders among names, sorted by sequence; returns their count. */
+int zkl_names_sort(char *const *names, int n, const char *const *markers,
+                   zkl_entry *out);
+int zkl_names_find(const zkl_entry *e, int n, const char *name);
+/* Which node must go before e[idx] holds a lock of `kind` (e sorted with
+ * the kind's family markers): its index, or -1 when e[idx] holds.  A
+ * reader whose own writer is `ignore` (the write holder reading) is not
+ * held back by it. */
+int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
+                      const char *ignore);
+/* The holders of a listing sorted with `family`'s markers: their indexes
+ * into e, in order (out has room for n); returns how many. */
+int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
+                      int *out);
+/* Does a writer's node sort between node w and node r (e sorted with the
+ * read/write markers)?  A downgraded writer keeps its write node then
+ * (docs/design.md, read/write lock).  w missing: 0; r missing: any
+ * writer after w. */
+int zkl_names_writer_between(const zkl_entry *e, int n, const char *w,
+                             const char *r);
+
+/* ---- acl.c ------------------------------------------------------------- */
+enum { ZKL_ACL_OPEN, ZKL_ACL_CREATOR, ZKL_ACL_READ };
+/* A preset as a vector the caller owns: 0 with err when out of memory. */
+int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err);
+/* A copy of v with its own strings: 0 with err when out of memory. */
+int zkl_acl_copy(const struct ACL_vector *v, struct ACL_vector *out,
+                 zkl_error *err);
+void zkl_acl_free(struct ACL_vector *v);
+/* "cdrwa" -> ZOO_PERM_*; -1 on a letter that is none of those */
+int zkl_acl_perms(const char *s);
+
+/* ---- session.c: the client ---------------------------------------------- */
+enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
+       ZKL_CLOSED };
+
+/* acl: taken over by the client (freed with it, and on failure). */
+zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
+                           struct ACL_vector *acl, int renew, int max_data,
+                           zkl_error *err);
+/* Sent now and again to every new session; 0 with err on failure. */
+int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
+                        int len, zkl_error *err);
+void zkl_client_close(zkl_client *c);
+void zkl_client_unref(zkl_client *c);
+int zkl_client_forked(const zkl_client *c);
+pid_t zkl_client_pid(const zkl_client *c);
+int zkl_client_max_data(const zkl_client *c);
+/* ZKL_CONNECTING...; *gen (if given): the change counter at that moment */
+int zkl_client_state(zkl_client *c, unsigned long *gen);
+int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */
+int zkl_client_timeout_ms(zkl_client *c);     /* negotiated */
+
+typedef struct zkl_stats {
+  unsigned long sessions, lost, watch_events, own_events, requests;
+} zkl_stats;
+void zkl_client_stats(zkl_client *c, zkl_stats *out);
+
+/* ---- notify.c: waking Lua ------------------------------------------------ */
+/* Wait until the change counter differs from gen or timeout (seconds,
+ * <0 = forever).  Returns the current counter. */
+unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
+                              double timeout);
+/* The wake socket (OpenResty): listen on a fresh path (returned, owned
+ * by c); accept the one connection made to it.  0 with err on failure. */
+const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err);
+int zkl_client_wake_accept(zkl_client *c, zkl_error *err);
+/* Take the wake ids of what changed since the last call (*ids malloc'd,
+ * the caller frees it), whether every waiter must look (*all), and when
+ * the first change happened (*since, monotonic); returns whether a byte
+ * was written for them.  The next change writes to the socket again. */
+int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
+                          double *since);
+
+/* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
+enum { ZKL_EV_REVOKE, ZKL_EV_LOST };
+typedef struct zkl_event {
+  struct zkl_event *next;
+  int type;
+  char *path; /* the lock node concerned */
+} zkl_event;
+zkl_event *zkl_client_take_events(zkl_client *c); /* the caller owns them */
+void zkl_events_free(zkl_event *e);
+
+/* ---- lock.c: one lock attempt -------------------------------------------- */
+enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED, ZKL_WAITING };
+
+zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
+                       int max_leases, const char *data, int datalen,
+                       const char *ignore, zkl_error *err);
+zkl_client *zkl_lock_client(const zkl_lock *l);
+const char *zkl_lock_path(const zkl_lock *l); /* the lock directory */
+void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
+int zkl_lock_start(zkl_lock *l, zkl_error *err);
+/* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
+ * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
+int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
+/* Give the lock up: delete our node (now or once the create returns). */
+void zkl_lock_release(zkl_lock *l);
+void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
+int zkl_lock_held(zkl_lock *l);
+/* Our node's name into node (size bytes) and its czxid: 0 when none. */
+int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
+/* From now on a change of l queues `id` on the ready list (OpenResty);
+ * returns the change counter read at that moment. */
+unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
+
+/* ---- ops: one-shot tasks Lua polls for ----------------------------------- */
+enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
+       ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
+       ZKL_OP_FENCED };
+
+/* oneshot.c.  markers NULL: every child, unsorted. */
+zkl_op *zkl_op_children(zkl_client *c, const char *path,
+                        const char *const *markers, zkl_error *err);
+zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
+                      int datalen, int flags, zkl_error *err);
+zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err);
+zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
+/* write.c: set path's data; `create`: create it (and its parents, as
+ * containers) when missing.  fenced: only while the node `lock_node`
+ * exists, atomically; fails with LOCK_LOST when it does not. */
+zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
+                   int datalen, int create, zkl_error *err);
+zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
+                      const char *data, int datalen, zkl_error *err);
+/* barrier.c: wait until path is gone */
+zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
+/* dbarrier.c.  enter: create `ours` (ephemeral), then wait for
+ * <path>/ready, creating it once `members` member nodes exist; leave: the
+ * recipe's leave loop. */
+zkl_op *zkl_op_db_enter(zkl_client *c, const char *path, const char *ours,
+                        int members, zkl_error *err);
+zkl_op *zkl_op_db_leave(zkl_client *c, const char *path, const char *ours,
+                        zkl_error *err);
+
+zkl_client *zkl_op_client(const zkl_op *op);
+int zkl_op_kind(const zkl_op *op);
+int zkl_op_poll(zkl_op *op, unsigned long *gen); /* 1 once done */
+/* 1: stopped it (0: it had finished); a timed-out enter also deletes its
+ * member node */
+int zkl_op_cancel(zkl_op *op);
+void zkl_op_drop(zkl_op *op); /* the Lua box is gone */
+unsigned long zkl_op_set_wake(zkl_op *op, unsigned id); /* see the lock's */
+
+/* What a finished op found, taken out of it (names and data are then the
+ * caller's to free with zkl_op_result_free). */
+typedef struct zkl_op_result {
+  int done;
+  zkl_error err;
+  int result;     /* CREATE: 1 created; DELETE: 1 deleted; SET: 1 created;
+                     GET: the data's version; FENCED: the node's version */
+  int64_t zxid;   /* FENCED: the write's zxid */
+  char **names;   /* CHILDREN */
+  int n;
+  char *data;     /* GET */
+  int datalen;
+} zkl_op_result;
+void zkl_op_take(zkl_op *op, zkl_op_result *out);
+void zkl_op_result_free(zkl_op_result *r);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,291 @@
+/* Lua binding: the client userdata (zklock.client): connect, close,
+ * state, the wake-up socket and the callback queue Lua drains. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lbind.h"
+
+static const char *const lclient_states[] = {
+  "connecting", "connected", "expired", "auth_failed", "closed"
+};
+
+static zkl_client_box *lclient_box(lua_State *L, int idx) {
+  return (zkl_client_box *)luaL_checkudata(L, idx, ZKL_CLIENT_MT);
+}
+
+/* An ACL list { { scheme, id, perms }, ... } at idx as a vector whose
+ * strings are the table's (a scratch copy on the Lua stack: the client
+ * gets its own), or an argument error. */
+static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
+  int i, n = (int)zkl_rawlen(L, idx);
+  const char *why = NULL;
+  if (n < 1 || n > 64) luaL_argerror(L, idx, "acl list must hold 1 to 64 "
+                                     "entries");
+  v->data = (struct ACL *)lua_newuserdata(L, sizeof *v->data * (size_t)n);
+  v->count = n;
+  for (i = 0; i < n && !why; i++) {
+    int perms = -1;
+    lua_rawgeti(L, idx, i + 1);
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_rawgeti(L, -1, 1);
+      lua_rawgeti(L, -2, 2);
+      lua_rawgeti(L, -3, 3);
+      if (lua_type(L, -3) == LUA_TSTRING && lua_type(L, -2) == LUA_TSTRING &&
+          lua_type(L, -1) == LUA_TSTRING &&
+          (perms = zkl_acl_perms(lua_tostring(L, -1))) > 0) {
+        v->data[i].perms = perms;
+        v->data[i].id.scheme = (char *)lua_tostring(L, -3);
+        v->data[i].id.id = (char *)lua_tostring(L, -2);
+      }
+      lua_pop(L, 3);
+    }
+    lua_pop(L, 1); /* (the strings stay alive in the table) */
+    if (perms <= 0) why = lua_pushfstring(L, "acl entry %d must be { scheme, "
+                                          "id, perms } with perms made of "
+                                          "'cdrwa'", i + 1);
+  }
+  if (why) luaL_argerror(L, idx, why);
+}
+
+/* core.connect(hosts, timeout_ms, acl, renew [, max_data]) -> client
+ *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
+ * Does not wait: zklock.connect waits for the first connection. */
+static int lclient_new(lua_State *L) {
+  const char *hosts = luaL_checkstring(L, 1);
+  int timeout_ms = zkl_checkrange(L, 2, 1, 0x7fffffff, "timeout_ms");
+  int renew = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
+  int max_data = lua_isnoneornil(L, 5) ? ZKL_DATA_DEFAULT
+                 : zkl_checkrange(L, 5, 0, 0x7fffffff, "max_data");
+  struct ACL_vector acl = { 0, NULL };
+  zkl_error err;
+  zkl_client_box *b;
+  int ok;
+  /* everything that may raise comes before the ACL is malloc'd: the box,
+   * then the list's checks (its scratch copy lives on the Lua stack) */
+  b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
+  b->c = NULL;
+  luaL_setmetatable(L, ZKL_CLIENT_MT);
+  if (lua_type(L, 3) == LUA_TTABLE) {
+    struct ACL_vector scratch;
+    lclient_acl_list(L, 3, &scratch); /* (pushes the scratch copy) */
+    ok = zkl_acl_copy(&scratch, &acl, &err);
+    lua_pop(L, 1); /* the box is on top again */
+  } else {
+    int preset = lua_isnoneornil(L, 3) ? 0
+                 : zkl_checkrange(L, 3, ZKL_ACL_OPEN, ZKL_ACL_READ, "acl");
+    ok = zkl_acl_preset(preset, &acl, &err);
+  }
+  if (!ok) return zkl_pusherr(L, &err);
+  b->c = zkl_client_new(hosts, timeout_ms, &acl, renew, max_data, &err);
+  if (!b->c) return zkl_pusherr(L, &err);
+  return 1;
+}
+
+/* Idempotent: close() and __close come here (__gc too, but in a forked
+ * child, where the parent's session is left alone). */
+static int lclient_close(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (b->c) zkl_checkfork(L, b->c, NULL);
+  if (b->c) {
+    zkl_client *c = b->c;
+    b->c = NULL;
+    zkl_client_close(c);
+    zkl_client_unref(c);
+  }
+  return 0;
+}
+
+static int lclient_gc(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (b->c && zkl_client_forked(b->c)) b->c = NULL;
+  return lclient_close(L);
+}
+
+static int lclient_state(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (!b->c) { lua_pushstring(L, "closed"); return 1; }
+  zkl_checkfork(L, b->c, NULL);
+  lua_pushstring(L, lclient_states[zkl_client_state(b->c, NULL)]);
+  return 1;
+}
+
+/* client:_poll() -> state, gen */
+static int lclient_poll(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  unsigned long gen;
+  int st = zkl_client_state(c, &gen);
+  lua_pushstring(L, lclient_states[st]);
+  lua_pushnumber(L, (lua_Number)gen);
+  return 2;
+}
+
+/* client:_wait(gen, timeout) -> gen: sleeps until anything changes */
+static int lclient_wait(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  unsigned long gen = (unsigned long)luaL_checknumber(L, 2);
+  double timeout = luaL_optnumber(L, 3, -1);
+  luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
+  lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
+  return 1;
+}
+
+static int lclient_session_id(lua_State *L) {
+  int64_t id = zkl_client_session_id(zkl_checkclient(L, 1));
+  char buf[24];
+  if (id == 0) { lua_pushnil(L); return 1; }
+  snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)id);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+/* negotiated session timeout, seconds (0 once closed) */
+static int lclient_timeout(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  if (!b->c) { lua_pushnumber(L, 0); return 1; }
+  zkl_checkfork(L, b->c, NULL);
+  lua_pushnumber(L, zkl_client_timeout_ms(b->c) / 1000.0);
+  return 1;
+}
+
+static int lclient_stats(lua_State *L) {
+  zkl_stats s;
+  zkl_client_stats(zkl_checkclient(L, 1), &s);
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, (lua_Integer)s.sessions);
+  lua_setfield(L, -2, "renewed");
+  lua_pushinteger(L, (lua_Integer)s.lost);
+  lua_setfield(L, -2, "lost");
+  lua_pushnumber(L, (lua_Number)s.watch_events);
+  lua_setfield(L, -2, "watch_events");
+  lua_pushnumber(L, (lua_Number)s.own_events);
+  lua_setfield(L, -2, "own_events");
+  lua_pushnumber(L, (lua_Number)s.requests);
+  lua_setfield(L, -2, "requests");
+  return 1;
+}
+
+static int lclient_tostring(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  int st = ZKL_CLOSED;
+  if (b->c && !zkl_client_forked(b->c)) st = zkl_client_state(b->c, NULL);
+  lua_pushfstring(L, "zklock.client{%s}: %p", lclient_states[st], (void *)b);
+  return 1;
+}
+
+/* client:_add_auth(scheme, credential): sent now and on every reconnect */
+static int lclient_add_auth(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *scheme = luaL_checkstring(L, 2);
+  size_t len;
+  const char *cred = luaL_checklstring(L, 3, &len);
+  zkl_error err;
+  if (!zkl_client_add_auth(c, scheme, cred, (int)len, &err))
+    return zkl_pusherr(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* client:_events() -> { {type, path}... } | nil: what Lua must call back
+ * (taken out of the core first: pushing may run a __gc) */
+static int lclient_events(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_event *e, *first;
+  int i = 0;
+  if (!b->c) { lua_pushnil(L); return 1; } /* closed: nothing more to run */
+  zkl_checkfork(L, b->c, NULL);
+  first = zkl_client_take_events(b->c);
+  if (!first) { lua_pushnil(L); return 1; }
+  lua_newtable(L);
+  for (e = first; e; e = e->next) {
+    lua_createtable(L, 2, 0);
+    lua_pushstring(L, e->type == ZKL_EV_REVOKE ? "revoke"
+                      : e->type == ZKL_EV_LOST ? "lost" : "?");
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, e->path);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, ++i);
+  }
+  zkl_events_free(first);
+  return 1;
+}
+
+/* client:_wake_listen() -> path | nil, msg, code */
+static int lclient_wake_listen(lua_State *L) {
+  zkl_error err;
+  const char *path = zkl_client_wake_listen(zkl_checkclient(L, 1), &err);
+  if (!path) return zkl_pusherr(L, &err);
+  lua_pushstring(L, path);
+  return 1;
+}
+
+/* client:_wake_accept() -> true | nil, msg, code */
+static int lclient_wake_accept(lua_State *L) {
+  zkl_error err;
+  if (!zkl_client_wake_accept(zkl_checkclient(L, 1), &err))
+    return zkl_pusherr(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* client:_ready() -> { wake ids }, all, since: takes what changed since
+ * the last call and lets the next change write to the wake-up socket
+ * again; `since` is when the first of those changes happened (monotonic),
+ * or nil. */
+static int lclient_ready(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  unsigned *ids;
+  int i, n, all, pending;
+  double since;
+  if (!b->c) { lua_newtable(L); lua_pushboolean(L, 1); return 2; }
+  zkl_checkfork(L, b->c, NULL);
+  pending = zkl_client_take_ready(b->c, &ids, &n, &all, &since);
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushinteger(L, (lua_Integer)ids[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(ids);
+  lua_pushboolean(L, all);
+  if (pending) lua_pushnumber(L, since); else lua_pushnil(L);
+  return 3;
+}
+
+static int lclient_is_client(lua_State *L) {
+  lua_pushboolean(L, luaL_testudata(L, 1, ZKL_CLIENT_MT) != NULL);
+  return 1;
+}
+
+void zkl_open_client(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    { "close", lclient_close },
+    { "state", lclient_state },
+    { "session_id", lclient_session_id },
+    { "session_timeout", lclient_timeout },
+    { "_poll", lclient_poll },
+    { "_wait", lclient_wait },
+    { "_stats", lclient_stats },
+    { "_add_auth", lclient_add_auth },
+    { "_events", lclient_events },
+    { "_wake_listen", lclient_wake_listen },
+    { "_wake_accept", lclient_wake_accept },
+    { "_ready", lclient_ready },
+    { NULL, NULL }
+  };
+  static const luaL_Reg meta[] = {
+    { "__gc", lclient_gc },
+    { "__close", lclient_close },
+    { "__tostring", lclient_tostring },
+    { NULL, NULL }
+  };
+  static const luaL_Reg funcs[] = {
+    { "connect", lclient_new },
+    { "is_client", lclient_is_client },
+    { NULL, NULL }
+  };
+  zkl_setmeta(L, ZKL_CLIENT_MT, methods, meta);
+  luaL_setfuncs(L, funcs, 0);
+  luaL_getmetatable(L, ZKL_CLIENT_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "client_methods"); /* init.lua adds Lua methods */
+  lua_pop(L, 1);
+}

@@ -1,0 +1,89 @@
+/* luaopen_zklock_core, the only exported symbol: gathers the binding
+ * files (each adds its part to the module table) and the few functions
+ * of no object: clocks, coroutine status, the log level, the error
+ * codes.  The design of the C core: core/internal.h, docs/design.md. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lbind.h"
+
+__attribute__((visibility("default"))) int luaopen_zklock_core(lua_State *L);
+
+static int lcore_now(lua_State *L) {
+  lua_pushnumber(L, zkl_now());
+  return 1;
+}
+
+/* core.costatus(co): the plain status of a coroutine ("running",
+ * "suspended", "normal", "dead"), whatever a host did to
+ * coroutine.status (OpenResty answers "dead" for another request's). */
+static int lcore_costatus(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  lua_Debug ar;
+  luaL_argcheck(L, co != NULL, 1, "coroutine expected");
+  if (co == L) lua_pushliteral(L, "running");
+  else if (lua_status(co) == LUA_YIELD) lua_pushliteral(L, "suspended");
+  else if (lua_status(co) != 0) lua_pushliteral(L, "dead");
+  else if (lua_getstack(co, 0, &ar) > 0) lua_pushliteral(L, "normal");
+  else if (lua_gettop(co) == 0) lua_pushliteral(L, "dead");
+  else lua_pushliteral(L, "suspended"); /* not started yet */
+  return 1;
+}
+
+static int lcore_pid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+/* core.addr(v) -> "0x..." */
+static int lcore_addr(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_pushfstring(L, "%p", lua_topointer(L, 1));
+  return 1;
+}
+
+static int lcore_set_log_level(lua_State *L) {
+  static const char *const levels[] = { "none", "error", "warn", "info",
+                                        "debug", NULL };
+  int lv = luaL_checkoption(L, 1, NULL, levels);
+  zoo_set_debug_level((ZooLogLevel)lv);
+  return 0;
+}
+
+int luaopen_zklock_core(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+    { "now", lcore_now },
+    { "costatus", lcore_costatus },
+    { "pid", lcore_pid },
+    { "addr", lcore_addr },
+    { "set_log_level", lcore_set_log_level },
+    { NULL, NULL }
+  };
+  const char *lv = getenv("ZKLOCK_LOG_LEVEL");
+  int i;
+  /* the C client logs INFO to stderr by default; zklock reports failures
+   * as return values, so its log stays off unless ZKLOCK_LOG_LEVEL asks */
+  zoo_set_debug_level(!lv ? (ZooLogLevel)0
+                      : strcmp(lv, "debug") == 0 ? ZOO_LOG_LEVEL_DEBUG
+                      : strcmp(lv, "info") == 0 ? ZOO_LOG_LEVEL_INFO
+                      : strcmp(lv, "warn") == 0 ? ZOO_LOG_LEVEL_WARN
+                      : strcmp(lv, "error") == 0 ? ZOO_LOG_LEVEL_ERROR
+                      : (ZooLogLevel)0);
+  lua_newtable(L);
+  luaL_setfuncs(L, funcs, 0);
+  zkl_open_client(L); /* (first: the others add client methods) */
+  zkl_open_op(L);
+  zkl_open_lock(L);
+  zkl_open_names(L);
+  lua_newtable(L); /* errors: code -> code */
+  for (i = 1; i < ZKL_NCODES; i++) {
+    lua_pushstring(L, zkl_code_name(i));
+    lua_pushstring(L, zkl_code_name(i));
+    lua_settable(L, -3);
+  }
+  lua_setfield(L, -2, "errors");
+  lua_pushstring(L, LUA_VERSION);
+  lua_setfield(L, -2, "lua_version");
+  return 1;
+}

@@ -1,0 +1,95 @@
+/* Lua binding of the pure name functions (core/names.c): lock order,
+ * holders, and the read/write lock's downgrade check, so that Lua never
+ * spells a marker or repeats who holds. */
+#include "lbind.h"
+
+/* The strings of the table at idx, sorted as contenders of `markers`
+ * (scratch arrays on the Lua stack); returns their count. */
+static int lnames_sorted(lua_State *L, int idx, const char *const *markers,
+                         zkl_entry **out) {
+  int i, n;
+  const char **names;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  n = (int)zkl_rawlen(L, idx);
+  names = (const char **)lua_newuserdata(L, sizeof *names * (size_t)(n + 1));
+  *out = (zkl_entry *)lua_newuserdata(L, sizeof **out * (size_t)(n + 1));
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, idx, "strings expected");
+    names[i] = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the table keeps the string alive */
+  }
+  return zkl_names_sort((char *const *)names, n, markers, *out);
+}
+
+/* core.sort_names({names}, family) -> { {name=, seq=}... } in lock order */
+static int lnames_sort(lua_State *L) {
+  const char *const *markers = zkl_checkmarkers(L, 2, NULL);
+  zkl_entry *e;
+  int i, k;
+  luaL_argcheck(L, markers != NULL, 2, "a marker family expected");
+  k = lnames_sorted(L, 1, markers, &e);
+  lua_createtable(L, k, 0);
+  for (i = 0; i < k; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, e[i].name);
+    lua_setfield(L, -2, "name");
+    lua_pushnumber(L, (lua_Number)e[i].seq);
+    lua_setfield(L, -2, "seq");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* core.holders({names}, family [, max_leases]) -> { names of the holders,
+ * in order }: by the rule each lock attempt applies to itself */
+static int lnames_holders(lua_State *L) {
+  int family, i, k, n;
+  const char *const *markers = zkl_checkmarkers(L, 2, &family);
+  int max = lua_isnoneornil(L, 3) ? 1
+            : zkl_checkrange(L, 3, 1, 0x7fffffff, "max_leases");
+  zkl_entry *e;
+  int *idx;
+  luaL_argcheck(L, markers != NULL, 2, "a marker family expected");
+  n = lnames_sorted(L, 1, markers, &e);
+  idx = (int *)lua_newuserdata(L, sizeof *idx * (size_t)(n + 1));
+  k = zkl_names_holders(family, max, e, n, idx);
+  lua_createtable(L, k, 0);
+  for (i = 0; i < k; i++) {
+    lua_pushstring(L, e[idx[i]].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* core.writer_between({names}, w, r) -> boolean: a writer's node sorts
+ * between our write node w and our read node r (names of a read/write
+ * lock's directory; w or r may be nil) */
+static int lnames_writer_between(lua_State *L) {
+  const char *w = luaL_optstring(L, 2, NULL), *r = luaL_optstring(L, 3, NULL);
+  zkl_entry *e;
+  int n = lnames_sorted(L, 1, zkl_markers(ZKL_FAMILY_RW), &e);
+  lua_pushboolean(L, zkl_names_writer_between(e, n, w, r) == 1);
+  return 1;
+}
+
+/* core.uuid() -> a random (v4) uuid */
+static int lnames_uuid(lua_State *L) {
+  char u[40];
+  if (!zkl_uuid(u))
+    return luaL_error(L, "zklock: no random bytes (getrandom and "
+                      "/dev/urandom both failed)");
+  lua_pushstring(L, u);
+  return 1;
+}
+
+void zkl_open_names(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+    { "sort_names", lnames_sort },
+    { "holders", lnames_holders },
+    { "writer_between", lnames_writer_between },
+    { "uuid", lnames_uuid },
+    { NULL, NULL }
+  };
+  luaL_setfuncs(L, funcs, 0);
+}
