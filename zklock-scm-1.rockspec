@@ -30,9 +30,25 @@ build = {
     ["zklock.ngx"] = "lua/zklock/ngx.lua",
     ["zklock.core"] = {
       sources = {
-        "src/core.c", "src/lclient.c", "src/llock.c", "src/client.c",
-        "src/lock.c", "src/op.c", "src/names.c", "src/netutil.c",
-        "src/proxy.c",
+        "src/core/acl.c", "src/core/barrier.c", "src/core/dbarrier.c",
+        "src/core/errors.c", "src/core/liveness.c", "src/core/lock.c",
+        "src/core/names.c", "src/core/notify.c", "src/core/oneshot.c",
+        "src/core/op.c", "src/core/session.c", "src/core/task.c",
+        "src/core/util.c", "src/core/write.c", "src/lua/lcheck.c",
+        "src/lua/lclient.c", "src/lua/lcore.c", "src/lua/llock.c",
+        "src/lua/lnames.c", "src/lua/lop.c", "src/lua/lutil.c",
+      },
+      defines = { "THREADED", "_GNU_SOURCE" },
+      incdirs = { "$(ZOOKEEPER_INCDIR)" },
+      libdirs = { "$(ZOOKEEPER_LIBDIR)" },
+      libraries = { "zookeeper_mt", "pthread" },
+    },
+    -- test equipment for zklock.testing, apart from the product
+    ["zklock.testing.core"] = {
+      sources = {
+        "src/testing/ltesting.c", "src/testing/netutil.c",
+        "src/testing/proxy.c", "src/core/util.c", "src/core/errors.c",
+        "src/lua/lutil.c",
       },
       defines = { "THREADED", "_GNU_SOURCE" },
       incdirs = { "$(ZOOKEEPER_INCDIR)" },

@@ -20,41 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
-       L_HELD, L_DELETING, L_DONE, L_FAILED };
-enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF };
-
-struct zkl_lock {
-  zkl_task t;      /* path: the lock directory; watch: the predecessor */
-  int kind, max_leases;
-  int state;       /* L_* */
-  int abandon;     /* release asked: delete our node, then done */
-  int lost;        /* the lock was held and is no longer */
-  int create_out;  /* a create is outstanding */
-  int list_piped;  /* a listing was sent right behind the create */
-  char *prefix;    /* full path of the node to create, without sequence */
-  char *data; int datalen;
-  char uuid[40];
-  char *node;      /* our child's name once known */
-  char *ignore;    /* read lock of the write holder: our own writer node */
-  int revocable;   /* watch our node's data for "__REVOKE__" */
-  int self_gen;    /* bumped whenever `node` changes: tags self watches */
-  int revoke_version; /* data version of the last revocation queued */
-  int self_armed;  /* self_gen of the node the self watch was sent for */
-  int64_t czxid;
-  int64_t session; /* session that created our node */
-};
+#include "lock.h"
 
 static void lock_list(zkl_lock *l);
-static void lock_create(zkl_lock *l);
 static void lock_delete(zkl_lock *l);
-static void lock_watch_self(zkl_lock *l);
-static void lock_release_locked(zkl_lock *l);
-static const zkl_task_class lock_class;
-
-#define LOCK(t) ((zkl_lock *)(t))
 
 /* ---- the task's own parts ---------------------------------------------------- */
 
@@ -62,48 +31,6 @@ static void lock_free(zkl_task *t) {
   zkl_lock *l = LOCK(t);
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
   free(l);
-}
-
-zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen,
-                       const char *ignore, zkl_error *err) {
-  zkl_lock *l = calloc(1, sizeof *l);
-  char name[80];
-  if (!l) {
-    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
-    return NULL;
-  }
-  if (!zkl_uuid(l->uuid)) {
-    free(l);
-    zkl_seterr(err, ZKL_EZK_ERROR, "no random bytes for a node name "
-               "(getrandom and /dev/urandom both failed)");
-    return NULL;
-  }
-  if (!zkl_task_init(&l->t, &lock_class, c, path, err)) {
-    free(l);
-    return NULL;
-  }
-  l->revoke_version = -1;
-  l->self_armed = -1;
-  l->kind = kind;
-  l->max_leases = max_leases < 1 ? 1 : max_leases;
-  l->state = L_IDLE;
-  snprintf(name, sizeof name, "_c_%s%s", l->uuid, zkl_kind_marker(kind));
-  l->prefix = zkl_join(path, name);
-  l->datalen = datalen;
-  l->data = malloc(datalen > 0 ? (size_t)datalen : 1);
-  l->ignore = ignore ? strdup(ignore) : NULL;
-  if (!l->prefix || !l->data || (ignore && !l->ignore)) {
-    free(l->t.path); free(l->prefix); free(l->data); free(l->ignore);
-    free(l);
-    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
-    return NULL;
-  }
-  if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
-  pthread_mutex_lock(&c->mu);
-  zkl_task_link(&l->t);
-  pthread_mutex_unlock(&c->mu);
-  return l;
 }
 
 /* Our node becomes `name` (a copy is kept) or none: replies and events
@@ -200,7 +127,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
   zkl_task_leave(r);
 }
 
-static void lock_create(zkl_lock *l) {
+void lock_create(zkl_lock *l) {
   zkl_req *r;
   int rc;
   l->t.epoch++;
@@ -292,7 +219,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
 
 /* Get-with-watch on our own node (dedupes with one already set: one watch
  * per session and path on the server). */
-static void lock_watch_self(zkl_lock *l) {
+void lock_watch_self(zkl_lock *l) {
   zkl_req *r;
   char *full;
   int rc;
@@ -482,7 +409,7 @@ static void lock_delete(zkl_lock *l) {
   }
 }
 
-static void lock_release_locked(zkl_lock *l) {
+void lock_release_locked(zkl_lock *l) {
   l->abandon = 1;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
@@ -578,107 +505,9 @@ static int lock_check_lost(zkl_task *t, double now, double deadline) {
   return 0;
 }
 
-static const zkl_task_class lock_class = {
+const zkl_task_class zkl_lock_class = {
   "lock", lock_on_connected, lock_on_expired, lock_on_watch,
   lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
   lock_parents_made, lock_free
 };
 
-/* ---- the Lua thread's side --------------------------------------------------- */
-
-zkl_client *zkl_lock_client(const zkl_lock *l) { return l->t.c; }
-
-const char *zkl_lock_path(const zkl_lock *l) { return l->t.path; }
-
-void zkl_lock_revocable(zkl_lock *l) {
-  pthread_mutex_lock(&l->t.c->mu);
-  if (!l->revocable) {
-    l->revocable = 1;
-    if (l->state == L_HELD) lock_watch_self(l); /* read the data now */
-  }
-  pthread_mutex_unlock(&l->t.c->mu);
-}
-
-int zkl_lock_start(zkl_lock *l, zkl_error *err) {
-  zkl_client *c = l->t.c;
-  int ok;
-  pthread_mutex_lock(&c->mu);
-  ok = zkl_client_usable(c, err);
-  if (ok) {
-    if (l->state != L_IDLE) {
-      zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
-      ok = 0;
-    } else {
-      lock_create(l);
-    }
-  }
-  pthread_mutex_unlock(&c->mu);
-  return ok;
-}
-
-/* Held, as far as this process can know: our node exists in our session,
- * and the session cannot have expired on the server yet.  The client notices
- * a silent server after 2/3 of the session timeout, so once disconnected the
- * server may expire us 1/3 of the timeout later: past that we answer false.
- * Reconnecting in the same session proves the node never went away, and the
- * answer is true again; expiry makes it false for good (l->lost). */
-static int lock_held_now(zkl_lock *l) {
-  zkl_client *c = l->t.c;
-  if (l->state != L_HELD || l->lost) return 0;
-  if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
-  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
-}
-
-int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
-  int st;
-  pthread_mutex_lock(&l->t.c->mu);
-  if (gen) *gen = l->t.c->gen;
-  switch (l->state) {
-  case L_HELD: st = ZKL_HELD; break;
-  case L_DONE: st = ZKL_DONE; break;
-  case L_WATCHING: st = ZKL_WAITING; break;
-  case L_FAILED: st = ZKL_FAILED;
-    if (err) *err = l->t.err;
-    break;
-  default: st = ZKL_PENDING; break;
-  }
-  pthread_mutex_unlock(&l->t.c->mu);
-  return st;
-}
-
-int zkl_lock_held(zkl_lock *l) {
-  int held;
-  pthread_mutex_lock(&l->t.c->mu);
-  held = lock_held_now(l);
-  pthread_mutex_unlock(&l->t.c->mu);
-  return held;
-}
-
-int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid) {
-  int has;
-  pthread_mutex_lock(&l->t.c->mu);
-  has = l->node != NULL;
-  if (has) snprintf(node, size, "%s", l->node);
-  *czxid = l->czxid;
-  pthread_mutex_unlock(&l->t.c->mu);
-  return has;
-}
-
-unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id) {
-  return zkl_task_set_wake(&l->t, id);
-}
-
-void zkl_lock_release(zkl_lock *l) {
-  pthread_mutex_lock(&l->t.c->mu);
-  lock_release_locked(l);
-  pthread_mutex_unlock(&l->t.c->mu);
-}
-
-void zkl_lock_drop(zkl_lock *l) {
-  zkl_client *c = l->t.c;
-  pthread_mutex_lock(&c->mu);
-  lock_release_locked(l);
-  zkl_task_unref(&l->t);
-  pthread_mutex_unlock(&c->mu);
-  zkl_client_unref(c);
-}

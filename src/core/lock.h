@@ -1,0 +1,49 @@
+/* The lock attempt's state, shared by lock.c (the state machine, run by
+ * ZooKeeper's completion thread) and lockapi.c (the Lua thread's side).
+ * Nothing else sees it: the rest of the core knows a lock only as a
+ * task (internal.h), the binding only as an opaque zkl_lock (zkl.h). */
+#ifndef ZKLOCK_LOCK_H
+#define ZKLOCK_LOCK_H
+
+#include "internal.h"
+
+#pragma GCC visibility push(hidden)
+
+/* the phases of lock.c's diagram */
+enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
+       L_HELD, L_DELETING, L_DONE, L_FAILED };
+enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF };
+
+struct zkl_lock {
+  zkl_task t;      /* path: the lock directory; watch: the predecessor */
+  int kind, max_leases;
+  int state;       /* L_* */
+  int abandon;     /* release asked: delete our node, then done */
+  int lost;        /* the lock was held and is no longer */
+  int create_out;  /* a create is outstanding */
+  int list_piped;  /* a listing was sent right behind the create */
+  char *prefix;    /* full path of the node to create, without sequence */
+  char *data; int datalen;
+  char uuid[40];
+  char *node;      /* our child's name once known */
+  char *ignore;    /* read lock of the write holder: our own writer node */
+  int revocable;   /* watch our node's data for "__REVOKE__" */
+  int self_gen;    /* bumped whenever `node` changes: tags self watches */
+  int revoke_version; /* data version of the last revocation queued */
+  int self_armed;  /* self_gen of the node the self watch was sent for */
+  int64_t czxid;
+  int64_t session; /* session that created our node */
+};
+
+#define LOCK(t) ((zkl_lock *)(t))
+
+extern const zkl_task_class zkl_lock_class;
+
+/* lock.c, with the client's mutex held */
+void lock_create(zkl_lock *l);        /* queue: create our node */
+void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
+void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,148 @@
+/* A lock attempt as the Lua thread drives it: made, started, polled,
+ * released, dropped.  Each call takes the client's mutex; the state
+ * machine itself is lock.c's. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+
+zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
+                       int max_leases, const char *data, int datalen,
+                       const char *ignore, zkl_error *err) {
+  zkl_lock *l = calloc(1, sizeof *l);
+  char name[80];
+  if (!l) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  if (!zkl_uuid(l->uuid)) {
+    free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "no random bytes for a node name "
+               "(getrandom and /dev/urandom both failed)");
+    return NULL;
+  }
+  if (!zkl_task_init(&l->t, &zkl_lock_class, c, path, err)) {
+    free(l);
+    return NULL;
+  }
+  l->revoke_version = -1;
+  l->self_armed = -1;
+  l->kind = kind;
+  l->max_leases = max_leases < 1 ? 1 : max_leases;
+  l->state = L_IDLE;
+  snprintf(name, sizeof name, "_c_%s%s", l->uuid, zkl_kind_marker(kind));
+  l->prefix = zkl_join(path, name);
+  l->datalen = datalen;
+  l->data = malloc(datalen > 0 ? (size_t)datalen : 1);
+  l->ignore = ignore ? strdup(ignore) : NULL;
+  if (!l->prefix || !l->data || (ignore && !l->ignore)) {
+    free(l->t.path); free(l->prefix); free(l->data); free(l->ignore);
+    free(l);
+    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+    return NULL;
+  }
+  if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
+  pthread_mutex_lock(&c->mu);
+  zkl_task_link(&l->t);
+  pthread_mutex_unlock(&c->mu);
+  return l;
+}
+
+zkl_client *zkl_lock_client(const zkl_lock *l) { return l->t.c; }
+
+const char *zkl_lock_path(const zkl_lock *l) { return l->t.path; }
+
+void zkl_lock_revocable(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  if (!l->revocable) {
+    l->revocable = 1;
+    if (l->state == L_HELD) lock_watch_self(l); /* read the data now */
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
+int zkl_lock_start(zkl_lock *l, zkl_error *err) {
+  zkl_client *c = l->t.c;
+  int ok;
+  pthread_mutex_lock(&c->mu);
+  ok = zkl_client_usable(c, err);
+  if (ok) {
+    if (l->state != L_IDLE) {
+      zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
+      ok = 0;
+    } else {
+      lock_create(l);
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return ok;
+}
+
+/* Held, as far as this process can know: our node exists in our session,
+ * and the session cannot have expired on the server yet.  The client notices
+ * a silent server after 2/3 of the session timeout, so once disconnected the
+ * server may expire us 1/3 of the timeout later: past that we answer false.
+ * Reconnecting in the same session proves the node never went away, and the
+ * answer is true again; expiry makes it false for good (l->lost). */
+static int lock_held_now(zkl_lock *l) {
+  zkl_client *c = l->t.c;
+  if (l->state != L_HELD || l->lost) return 0;
+  if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
+  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
+}
+
+int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
+  int st;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (gen) *gen = l->t.c->gen;
+  switch (l->state) {
+  case L_HELD: st = ZKL_HELD; break;
+  case L_DONE: st = ZKL_DONE; break;
+  case L_WATCHING: st = ZKL_WAITING; break;
+  case L_FAILED: st = ZKL_FAILED;
+    if (err) *err = l->t.err;
+    break;
+  default: st = ZKL_PENDING; break;
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return st;
+}
+
+int zkl_lock_held(zkl_lock *l) {
+  int held;
+  pthread_mutex_lock(&l->t.c->mu);
+  held = lock_held_now(l);
+  pthread_mutex_unlock(&l->t.c->mu);
+  return held;
+}
+
+int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid) {
+  int has;
+  pthread_mutex_lock(&l->t.c->mu);
+  has = l->node != NULL;
+  if (has) snprintf(node, size, "%s", l->node);
+  *czxid = l->czxid;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return has;
+}
+
+unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id) {
+  return zkl_task_set_wake(&l->t, id);
+}
+
+void zkl_lock_release(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  lock_release_locked(l);
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
+void zkl_lock_drop(zkl_lock *l) {
+  zkl_client *c = l->t.c;
+  pthread_mutex_lock(&c->mu);
+  lock_release_locked(l);
+  zkl_task_unref(&l->t);
+  pthread_mutex_unlock(&c->mu);
+  zkl_client_unref(c);
+}
