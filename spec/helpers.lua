@@ -2,6 +2,7 @@
 -- worker processes, bounded waits, and the orphan check.
 local zklock = require "zklock"
 local core = require "zklock.core"
+local runtime = require "zklock.runtime"
 local testing = require "zklock.testing"
 
 local H = {}
@@ -74,7 +75,7 @@ end
 --- Children of a path (every child, unsorted), or {} when it is missing.
 function H.children(zk, path)
   local op = assert(zk:_children(path, "all"))
-  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  assert(runtime.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names then error(msg .. " " .. code) end
   return names
@@ -86,7 +87,7 @@ end
 function H.lock_nodes(zk, path, out)
   out = out or {}
   local op = assert(zk:_children(path, "all"))
-  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  assert(runtime.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names and code ~= "no_auth" then error(msg .. " " .. code) end
   for _, name in ipairs(names or {}) do
@@ -363,4 +364,7 @@ end
 H.testing = testing
 H.zklock = zklock
 H.core = core
+--- zklock's internal wait: await(client, obj, deadline) polls obj (a C op)
+-- until it is done or the deadline passes.
+H.await = runtime.await
 return H
