@@ -341,6 +341,8 @@ function Lock.__tostring(self)
     att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
 end
 
+-- ---------------------------------------------------------------------------
+-- fencing: a write that only a holder's live hold lets through
 
 --- Fenced write: set node `path` to `data` (creating it, and its parents,
 -- when missing) only while this hold's lock node still exists, in one

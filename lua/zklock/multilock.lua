@@ -56,6 +56,10 @@ local function multi_fields(self, fname)
   return checked(self, MultiLock, fname, "multilock")
 end
 
+--- Acquire every lock, in the canonical order, within one deadline of
+-- `timeout` seconds (nil: for ever); all or nothing: on a failure (or an
+-- error) the locks taken so far are released.
+-- @return the multilock, or nil, message, code of the failed member
 function MultiLock:acquire(timeout)
   local m = multi_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
@@ -101,6 +105,8 @@ function MultiLock:release()
   return r1, r2, r3
 end
 
+--- True while the calling coroutine holds the multilock and every
+-- member is still held.
 function MultiLock:is_held()
   local m = multi_fields(self, "is_held")
   if not m.owners[me()] then return false end

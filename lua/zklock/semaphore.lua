@@ -80,17 +80,21 @@ function Lease:release()
   return give_back(l.sem.client, l.att)
 end
 
+--- True while the lease is held (not released, and the session lives).
 function Lease:is_held()
   local l = lease_fields(self, "is_held")
   return not l.released and l.att:held()
 end
 
+--- Fencing token of the lease: its node's czxid.
+-- @return number, or nil when not held
 function Lease:token()
   local l = lease_fields(self, "token")
   if l.released or not l.att:held() then return nil end
   return (select(2, l.att:info()))
 end
 
+--- The lease's node path, or nil once released.
 function Lease:node()
   local l = lease_fields(self, "node")
   local name = not l.released and l.att:info()
@@ -146,6 +150,8 @@ function Semaphore:token()
   return l and l:token()
 end
 
+--- Lease holders and waiters in queue order, as full node paths.
+-- @return array, or nil, message, code
 function Semaphore:participants(timeout)
   return sem_fields(self, "participants").lock:participants(timeout)
 end
