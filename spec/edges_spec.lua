@@ -8,7 +8,7 @@ local core, tcore = H.core, H.tcore
 local function op(zk, method, ...)
   local o, msg, code = zk[method](zk, ...)
   if not o then return nil, msg, code end
-  assert(zklock._await(zk, o, core.now() + 10) == "done", method .. " hung")
+  assert(H.await(zk, o, core.now() + 10) == "done", method .. " hung")
   return o:result()
 end
 

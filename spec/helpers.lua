@@ -3,6 +3,7 @@
 local zklock = require "zklock"
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
+local runtime = require "zklock.runtime"
 local testing = require "zklock.testing"
 
 local H = {}
@@ -75,7 +76,7 @@ end
 --- Children of a path (every child, unsorted), or {} when it is missing.
 function H.children(zk, path)
   local op = assert(zk:_children(path, "all"))
-  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  assert(runtime.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names then error(msg .. " " .. code) end
   return names
@@ -87,7 +88,7 @@ end
 function H.lock_nodes(zk, path, out)
   out = out or {}
   local op = assert(zk:_children(path, "all"))
-  assert(zklock._await(zk, op, core.now() + 10) == "done")
+  assert(runtime.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names and code ~= "no_auth" then error(msg .. " " .. code) end
   for _, name in ipairs(names or {}) do
@@ -365,4 +366,7 @@ H.testing = testing
 H.zklock = zklock
 H.core = core
 H.tcore = tcore
+--- zklock's internal wait: await(client, obj, deadline) polls obj (a C op)
+-- until it is done or the deadline passes.
+H.await = runtime.await
 return H

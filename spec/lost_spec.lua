@@ -106,7 +106,7 @@ describe("fencing", function()
     -- the lock node goes (an operator, a reaper...): the fence holds
     local other = H.connect(srv)
     local op = assert(other:_delete(m:node()))
-    assert.equal("done", H.zklock._await(other, op, H.now() + 10))
+    assert.equal("done", H.await(other, op, H.now() + 10))
     local r, msg, code = m:fenced_set(target, "three")
     assert.is_nil(r)
     assert.equal("lock_lost", code)

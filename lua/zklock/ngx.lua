@@ -34,6 +34,8 @@
 -- @module zklock.ngx
 local zklock = require "zklock"
 local core = require "zklock.core"
+local R = require "zklock.runtime"
+R.internal_file() -- (bad arguments point past this file, at the caller)
 
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.ngx: load it inside nginx's Lua module (OpenResty)", 2)
@@ -213,7 +215,7 @@ end
 -- waits for the server); false when no timer could be had (try again).
 local function release_later(lock, tok)
   local ok, err = ngx.timer.at(0, function()
-    zklock._release_owner(lock, tok)
+    R.release_owner(lock, tok)
   end)
   if not ok then
     ngx_log(ERR, "zklock: cannot release for an ended request: ", err)
@@ -226,7 +228,7 @@ local function sweep(w)
     local gone = ended(tok)
     local any = false
     for lock in pairs(locks) do
-      if not zklock._holds(lock, tok) then
+      if not R.holds(lock, tok) then
         locks[lock] = nil
       elseif gone and release_later(lock, tok) then
         locks[lock] = nil
@@ -257,7 +259,7 @@ end
 
 local function run_callbacks(premature, client, evs)
   if premature then return end
-  zklock._dispatch(client, evs)
+  R.dispatch(client, evs)
 end
 
 local READ_TIMEOUT = 3600 -- s; a timed-out read is harmless but logged
@@ -359,7 +361,7 @@ function M.connect(hosts, opts)
     error("bad argument #2 to 'connect' (sweep_interval must be a " ..
       "positive number)", 2)
   end
-  local client, msg, code = zklock._open(hosts, opts, "connect")
+  local client, msg, code = R.open(hosts, opts, "connect")
   if not client then return nil, msg, code end
   local w = {
     client = client,
@@ -382,8 +384,8 @@ function M.connect(hosts, opts)
 end
 
 -- every hold an owner takes is watched for its request's end
-zklock._hooks.held = function(lock, tok)
-  local client = zklock._client_of(lock)
+R.hooks.held = function(lock, tok)
+  local client = R.client_of(lock)
   local w = client and workers[client]
   if not w or (type(tok) ~= "thread" and type(tok) ~= "table") then return end
   local locks = w.held[tok]
@@ -393,8 +395,8 @@ zklock._hooks.held = function(lock, tok)
   end
   locks[lock] = true
 end
-zklock._hooks.owner = owner
-zklock._hooks.dispatcher = true
+R.hooks.owner = owner
+R.hooks.dispatcher = true
 zklock.set_waiter(wait)
 
 --- This worker's wait machinery, for tests and monitoring: `live` (the

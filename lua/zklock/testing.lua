@@ -474,4 +474,19 @@ end
 -- process, or nil when there is none.
 M._proc_stat = proc_stat
 
+--- A deliberately broken mutex, for proving a checker (the torture run
+-- does): its contenders ignore up to `n - 1` nodes ahead of them, so up to
+-- `n` hold it at once.  Never use it to guard anything.
+-- @param client a zklock client
+-- @string path lock directory
+-- @int n how many may hold it at once
+-- @return a lock (as `zk:mutex(path)`, but broken)
+function M.broken_mutex(client, path, n)
+  local R = require "zklock.runtime"
+  R.internal_file() -- (bad arguments point past this file, at the caller)
+  return require("zklock.lock").new_lock(client, path, "mutex",
+    { kind = "mutex", markers = "mutex", name = "zklock.mutex",
+      max_leases = n })
+end
+
 return M

@@ -23,7 +23,8 @@ local log = assert(io.open(logfile, "a"))
 log:setvbuf("line")
 local zk = assert(zklock.connect(hosts, { session_timeout = st,
   connect_timeout = 30 }))
-local m = mode == "broken" and zklock._broken_mutex(zk, path, 1000)
+local m = mode == "broken" and
+  require("zklock.testing").broken_mutex(zk, path, 1000)
   or zk:mutex(path)
 W.wait_gate(gate)
 

@@ -1,0 +1,384 @@
+--- Locks: the reentrant mutex, the semaphore mutex and the read/write
+-- lock, one class (`Lock`) whose kinds are sets of fields; a lock object
+-- is userdata (`core.box`) whose state machine runs in C.  Loading this
+-- module adds `mutex`, `semaphore_mutex` and `rwlock` to the client
+-- methods.
+-- @module zklock.lock
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+R.internal_file()
+
+local L = {}
+
+local now = core.now
+local box, unbox = core.box, core.unbox
+local client_methods = core.client_methods
+local type, select, setmetatable, pairs, ipairs =
+  type, select, setmetatable, pairs, ipairs
+local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
+local hooks, me, argerror = R.hooks, R.me, R.argerror
+local check_path, check_timeout = R.check_path, R.check_timeout
+local check_data = R.check_data
+local await, guarded_await = R.await, R.guarded_await
+local closed, grace, call_op = R.closed, R.grace, R.call_op
+local with_callbacks, renews = R.with_callbacks, R.renews
+local session_leaving = R.session_leaving
+
+-- ---------------------------------------------------------------------------
+-- locks: one class for every kind; a kind is a set of fields
+
+local Lock = {}
+Lock.__index = Lock
+local arm_callbacks, list_participants
+
+local function fields(self, fname)
+  return R.checked(self, Lock, fname, "lock")
+end
+
+local HOST
+local function owner_data()
+  if not HOST then
+    local fh = io.open("/proc/sys/kernel/hostname")
+    HOST = fh and fh:read("*l") or "localhost"
+    if fh then fh:close() end
+  end
+  return ("zklock %s pid %d"):format(HOST, core.pid())
+end
+
+local function new_lock(client, path, fname, kind)
+  if not core.is_client(client) then
+    argerror(1, fname, "zklock client expected")
+  end
+  check_path(path, 1, fname)
+  return box(Lock, {
+    client = client, path = path, kind = kind.kind,
+    max_leases = kind.max_leases or 1, markers = kind.markers,
+    name = kind.name, owners = setmetatable({}, WEAK_KEYS),
+    single = kind.single,
+  })
+end
+
+--- A reentrant mutex (Curator InterProcessMutex): node `_c_<uuid>-lock-<seq>`.
+-- @string path lock directory
+function client_methods:mutex(path)
+  return new_lock(self, path, "mutex",
+    { kind = "mutex", markers = "mutex", name = "zklock.mutex" })
+end
+
+-- Register a hold for its callbacks; a revocable one has C watch the
+-- node's data for "__REVOKE__".
+arm_callbacks = function(f, own, lock, owner)
+  local node = own.att:info()
+  if not node then return end
+  local reg = with_callbacks[f.client]
+  if not reg then
+    reg = {}
+    with_callbacks[f.client] = reg
+  end
+  own.key = f.path .. "/" .. node
+  reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
+  if f.revoke_fn then own.att:revocable() end
+end
+
+--- Make the lock revocable (Curator `makeRevocable`): when someone asks
+-- (`zklock.revoke`, or Curator's `Revoker`), `fn(lock)` runs in Lua, on
+-- behalf of the holder, inside a zklock wait or `zk:dispatch()`.  Applies to
+-- the current hold and to later ones.  @return the lock
+function Lock:on_revoke(fn)
+  local f = fields(self, "on_revoke")
+  if type(fn) ~= "function" then
+    argerror(1, "on_revoke", "function expected, got " .. type(fn))
+  end
+  f.revoke_fn = fn
+  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
+  return self
+end
+
+--- Call `fn(lock)` when a hold of this lock is lost without a release:
+-- the session expired, or the server was not heard from for the session
+-- timeout (it may have expired the session: the lock may be someone
+-- else's now).  Runs in Lua on behalf of the holder, inside a zklock wait,
+-- `zk:dispatch()`, or zklock.ngx's timer.  By then `is_held()` is false;
+-- `release()` answers nil, "lock lost", "lock_lost" and forgets the hold.
+-- Applies to the current hold and to later ones.  @return the lock
+function Lock:on_lost(fn)
+  local f = fields(self, "on_lost")
+  if type(fn) ~= "function" then
+    argerror(1, "on_lost", "function expected, got " .. type(fn))
+  end
+  f.lost_fn = fn
+  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
+  return self
+end
+
+--- A non-reentrant mutex (Curator InterProcessSemaphoreMutex): a second
+-- acquire, even by the holder, waits like anyone else's; any coroutine of
+-- the process may release it.  Nodes `_c_<uuid>-lease-<seq>`.
+function client_methods:semaphore_mutex(path)
+  return new_lock(self, path, "semaphore_mutex",
+    { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
+      single = true })
+end
+
+local RwLock = { __name = "zklock.rwlock" }
+RwLock.__index = RwLock
+
+--- Readers and writers of the read/write lock, in queue order (full node
+-- paths).  @return array, or nil, message, code
+function RwLock:participants(timeout)
+  if getmetatable(self) ~= RwLock then
+    argerror(1, "participants", "zklock rwlock expected, got " .. type(self))
+  end
+  timeout = check_timeout(timeout, 1, "participants")
+  return list_participants(unbox(self.read), timeout)
+end
+
+--- A read/write lock (Curator InterProcessReadWriteLock): `rw.read` and
+-- `rw.write` are reentrant locks on one path, nodes `_c_<uuid>-__READ__<seq>`
+-- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
+-- and holds back readers that come after it; the write holder may also take
+-- the read lock; a read holder asking for the write lock is refused.
+function client_methods:rwlock(path)
+  local r = new_lock(self, path, "rwlock",
+    { kind = "read", markers = "rw", name = "zklock.rwlock.read" })
+  local w = new_lock(self, path, "rwlock",
+    { kind = "write", markers = "rw", name = "zklock.rwlock.write" })
+  local rf, wf = unbox(r), unbox(w)
+  rf.partner, wf.partner = wf, rf
+  return setmetatable({ read = r, write = w, path = path }, RwLock)
+end
+
+-- Take a node in the queue of f's path and wait to hold it.  Returns the
+-- held attempt, or nil, msg, code once the node is gone again.
+local function take(f, timeout, ignore)
+  local client = f.client
+  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
+  local ok, msg, code = att:start()
+  if not ok and code == "session_expired" and renews[client] then
+    -- the timer thread is opening a new session: wait for it
+    local st = await(client, session_leaving(client, "expired"),
+      now() + (timeout or client:session_timeout()))
+    if st ~= "timeout" then ok, msg, code = att:start() end
+  end
+  if not ok then return nil, msg, code end
+  local st
+  st, msg, code = guarded_await(client, att, timeout and now() + timeout,
+    client:session_timeout())
+  if st == "held" then return att end
+  -- timed out or failed: our node goes (now, or once its create returns)
+  att:release()
+  await(client, att, grace(client))
+  if st == "timeout" then
+    return nil, ("timeout: %s not acquired within %gs"):format(f.path,
+      timeout), "timeout"
+  end
+  return nil, msg, code
+end
+
+-- Give a held attempt's node back and wait for the server to confirm.
+local function give_back(client, att)
+  local held = att:held()
+  att:release()
+  if closed(client) then return nil, "client is closed", "closed" end
+  await(client, att, grace(client))
+  if not held then return nil, "lock lost", "lock_lost" end
+  return true
+end
+
+--- Acquire, waiting at most `timeout` seconds (nil: for ever).
+-- The same coroutine may acquire again: it then must release as often.
+-- @return the lock, or nil, message, code ("timeout", ...)
+function Lock:acquire(timeout)
+  local f = fields(self, "acquire")
+  timeout = check_timeout(timeout, 1, "acquire")
+  local client = f.client
+  local c, msg, code = closed(client)
+  if c then return nil, msg, code end
+  local co = f.single and f or me()
+  local own = f.owners[co]
+  if own and not f.single then
+    if not own.att:held() then return nil, "lock lost", "lock_lost" end
+    own.count = own.count + 1
+    return self
+  end
+  local ignore
+  if f.partner then -- read/write lock
+    local other = f.partner.owners[co]
+    if f.kind == "write" and other and not own then
+      argerror(1, "acquire", "zklock.rwlock " .. f.path .. ": the read " ..
+        "holder asking for the write lock would wait for itself for ever; " ..
+        "release the read lock first")
+    end
+    if f.kind == "read" and other then -- downgrade: the writer may read
+      ignore = other.att:info()
+    end
+  end
+  local downgrade = ignore ~= nil
+  local att
+  att, msg, code = take(f, timeout, ignore)
+  if not att then return nil, msg, code end
+  -- (nothing in `own` may refer to co: LuaJIT's weak keys are not
+  -- ephemerons, and a hold of a coroutine that is gone must be collectable)
+  own = { att = att, count = 1, downgrade = downgrade }
+  f.owners[co] = own
+  if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
+  if hooks.held then hooks.held(self, co) end
+  return self
+end
+
+--- Release one level of the calling coroutine's hold; the last deletes the
+-- node.  Releasing a lock this coroutine does not hold raises an error.
+-- @return true, or nil, "lock lost", "lock_lost" when it was lost meanwhile
+function Lock:release()
+  local f = fields(self, "release")
+  local co = f.single and f or me()
+  local own = f.owners[co]
+  if not own then
+    argerror(1, "release", f.name .. " " .. f.path ..
+      " is not held by the calling coroutine")
+  end
+  own.count = own.count - 1
+  if own.count > 0 then return true end
+  f.owners[co] = nil
+  local reg = with_callbacks[f.client]
+  local node = own.att:info()
+  if reg and own.key then reg[own.key] = nil end
+  local reader = f.kind == "write" and f.partner.owners[co]
+  if reader and reader.downgrade and not reader.keep then
+    -- downgraded: our read node sorts after any writer that queued between
+    -- it and our write node; such a writer would get the lock at once and
+    -- write while we read, so then the write node stays until we stop
+    -- reading (a writer that queues later waits for our read node anyway)
+    local names = list_participants(f, f.client:session_timeout())
+    local w, r = node and f.path .. "/" .. node, reader.att:info()
+    r = r and f.path .. "/" .. r
+    local between, seen = false, false
+    for _, n in ipairs(names or {}) do
+      if n == r then break end
+      if seen and n:find("__WRIT__", 1, true) then between = true end
+      if n == w then seen = true end
+    end
+    if between or not names then
+      reader.keep = own.att
+      return true
+    end
+  end
+  local ok, msg, code = give_back(f.client, own.att)
+  if own.keep then give_back(f.client, own.keep) end
+  return ok, msg, code
+end
+
+local function own_attempt(self, fname)
+  local f = fields(self, fname)
+  local own = f.owners[f.single and f or me()]
+  return own and own.att, f
+end
+
+--- True while the calling coroutine holds the lock (and the session lives).
+function Lock:is_held()
+  local att = own_attempt(self, "is_held")
+  return att ~= nil and att:held()
+end
+
+--- Fencing token of the calling coroutine's hold: the lock node's czxid,
+-- strictly increasing across every holder of every lock on the ensemble.
+-- @return number, or nil when not held
+function Lock:token()
+  local att = own_attempt(self, "token")
+  if not att or not att:held() then return nil end
+  return (select(2, att:info()))
+end
+
+--- The lock's node path of the calling coroutine, or nil.
+function Lock:node()
+  local att, f = own_attempt(self, "node")
+  local name = att and att:info()
+  return name and f.path .. "/" .. name or nil
+end
+
+-- Every contender of f's path in queue order (full node paths); for a
+-- read/write lock `kind` ("read"/"write") keeps one kind of node only.
+list_participants = function(f, timeout, kind)
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  local op
+  op, msg, code = f.client:_children(f.path, f.markers)
+  if not op then return nil, msg, code end
+  local st = await(f.client, op, timeout and now() + timeout)
+  if st == "timeout" then return nil, "timeout", "timeout" end
+  local names
+  names, msg, code = op:result()
+  if not names then return nil, msg, code end
+  local out, marker = {}, kind and (kind == "read" and "__READ__" or "__WRIT__")
+  for i = 1, #names do
+    if not marker or names[i]:find(marker, 1, true) then
+      out[#out + 1] = f.path .. "/" .. names[i]
+    end
+  end
+  return out
+end
+
+--- Contenders in queue order (first = holder), as full node paths.  As in
+-- Curator, `rw.read` and `rw.write` list the nodes of their own kind;
+-- `rw:participants()` lists both.
+-- @return array, or nil, message, code
+function Lock:participants(timeout)
+  local f = fields(self, "participants")
+  timeout = check_timeout(timeout, 1, "participants")
+  return list_participants(f, timeout, f.partner and f.kind)
+end
+
+-- `local l <close> = assert(m:acquire())` releases one level at scope end.
+function Lock.__close(self)
+  local f = unbox(self)
+  if f and f.owners[f.single and f or me()] then self:release() end
+end
+
+function Lock.__tostring(self)
+  local f = unbox(self)
+  local att = f.owners[f.single and f or me()]
+  return ("%s{%s, %s}: %s"):format(f.name, f.path,
+    att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
+end
+
+-- ---------------------------------------------------------------------------
+-- fencing: a write that only a holder's live hold lets through
+
+--- Fenced write: set node `path` to `data` (creating it, and its parents,
+-- when missing) only while this hold's lock node still exists, in one
+-- ZooKeeper multi-op (check our node, then write).  A holder whose session
+-- expired, or who lost the lock while paused, is refused even if it still
+-- believes it holds.  Accepted writes on one path follow the holds in
+-- order; their tokens (`token()`) strictly increase.
+-- @return the node's new data version and the write's zxid, or nil, msg,
+-- code: "lock_lost" (not written), "connection_loss" (the connection was
+-- cut with the write in flight and it could not be confirmed: it may have
+-- been applied), "timeout", ...
+function Lock:fenced_set(path, data, timeout)
+  local f = fields(self, "fenced_set")
+  check_path(path, 1, "fenced_set")
+  check_data(f.client, data, 2, "fenced_set")
+  timeout = check_timeout(timeout, 3, "fenced_set")
+  local own = f.owners[f.single and f or me()]
+  if not own then
+    argerror(1, "fenced_set", f.name .. " " .. f.path ..
+      " is not held by the calling coroutine")
+  end
+  local node = own.att:info()
+  -- a hold known lost writes nothing (and so fails for certain)
+  if not node or own.att:poll() ~= "held" then
+    return nil, "lock lost", "lock_lost"
+  end
+  local v, zxid, code = call_op(f.client, timeout or
+    f.client:session_timeout(), "_fenced", f.path .. "/" .. node, path, data)
+  if v then return v, zxid end
+  if code == "session_expired" then
+    return nil, "lock lost: session expired", "lock_lost"
+  end
+  return nil, zxid, code
+end
+
+L.Lock, L.RwLock = Lock, RwLock
+L.new_lock, L.take, L.give_back = new_lock, take, give_back
+
+return L

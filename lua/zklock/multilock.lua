@@ -1,0 +1,145 @@
+--- The multi-lock: all or nothing over several locks, in a canonical
+-- order.  Loading this module adds `multilock` to the client methods.
+-- @module zklock.multilock
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+local L = require "zklock.lock"
+R.internal_file()
+
+local box, unbox = core.box, core.unbox
+local client_methods = core.client_methods
+local type, tostring, error, pcall, ipairs, getmetatable, setmetatable =
+  type, tostring, error, pcall, ipairs, getmetatable, setmetatable
+local now = core.now
+local WEAK_KEYS = R.WEAK_KEYS
+local me, argerror, check_timeout = R.me, R.argerror, R.check_timeout
+local Lock = L.Lock
+local checked = R.checked
+
+local MultiLock = { __name = "zklock.multilock" }
+MultiLock.__index = MultiLock
+local RANK = { write = 1, mutex = 2, lease = 3, read = 4 }
+
+--- All-or-nothing over lock objects (mutexes, semaphore mutexes, rw.read,
+-- rw.write): acquired in a canonical order (by path) so two callers passing
+-- different orders cannot deadlock, one deadline for the whole set, released
+-- in reverse.
+function client_methods:multilock(locks)
+  if not core.is_client(self) then
+    argerror(1, "multilock", "zklock client expected")
+  end
+  if type(locks) ~= "table" or #locks == 0 then
+    argerror(1, "multilock", "non-empty array of locks expected")
+  end
+  local list, seen = {}, {}
+  for i, l in ipairs(locks) do
+    local f = getmetatable(l) == Lock and unbox(l)
+    if not f then
+      argerror(1, "multilock", ("element %d is not a zklock lock"):format(i))
+    end
+    local key = f.path .. "\0" .. RANK[f.kind]
+    if seen[key] then -- (two objects for one lock would wait for each other)
+      argerror(1, "multilock", ("element %d is the same lock as element %d")
+        :format(i, seen[key]))
+    end
+    seen[key] = i
+    list[#list + 1] = { lock = l, key = key }
+  end
+  table.sort(list, function(a, b) return a.key < b.key end)
+  local sorted = {}
+  for i, e in ipairs(list) do sorted[i] = e.lock end
+  return box(MultiLock, { locks = sorted, client = self,
+    owners = setmetatable({}, WEAK_KEYS) })
+end
+
+local function multi_fields(self, fname)
+  return checked(self, MultiLock, fname, "multilock")
+end
+
+--- Acquire every lock, in the canonical order, within one deadline of
+-- `timeout` seconds (nil: for ever); all or nothing: on a failure (or an
+-- error) the locks taken so far are released.
+-- @return the multilock, or nil, message, code of the failed member
+function MultiLock:acquire(timeout)
+  local m = multi_fields(self, "acquire")
+  timeout = check_timeout(timeout, 1, "acquire")
+  local deadline = timeout and now() + timeout
+  for i, l in ipairs(m.locks) do
+    local left = deadline and math.max(0, deadline - now())
+    local fine, ok, msg, code = pcall(l.acquire, l, left)
+    if not (fine and ok) then -- all or nothing, also when it raised
+      for j = i - 1, 1, -1 do m.locks[j]:release() end
+      if not fine then error(ok, 0) end
+      return nil, msg, code
+    end
+  end
+  local co = me()
+  m.owners[co] = (m.owners[co] or 0) + 1
+  return self
+end
+
+--- Release every lock, in reverse order, whatever happens to any of them
+-- (Curator InterProcessMultiLock: all are released, then the first failure
+-- is reported).  A member no longer held by the caller (released on its
+-- own, say by an on_revoke callback) counts as lost.
+-- @return true; or nil, msg, code of the first failure: "lock_lost" for a
+-- member lost or released elsewhere (the message names it), else the
+-- member's own code
+function MultiLock:release()
+  local m = multi_fields(self, "release")
+  local co = me()
+  if not m.owners[co] then
+    argerror(1, "release", "multilock not held by the calling coroutine")
+  end
+  m.owners[co] = m.owners[co] > 1 and m.owners[co] - 1 or nil
+  local r1, r2, r3 = true, nil, nil
+  for i = #m.locks, 1, -1 do
+    local l = m.locks[i]
+    local fine, ok, msg, code = pcall(l.release, l)
+    if not fine then -- (not held any more: released behind our back)
+      ok, msg, code = nil, ("multilock: %s was not held any more (%s)")
+        :format(unbox(l).path, tostring(ok)), "lock_lost"
+    end
+    if not ok and r1 then r1, r2, r3 = nil, msg, code end
+  end
+  return r1, r2, r3
+end
+
+--- True while the calling coroutine holds the multilock and every
+-- member is still held.
+function MultiLock:is_held()
+  local m = multi_fields(self, "is_held")
+  if not m.owners[me()] then return false end
+  for _, l in ipairs(m.locks) do
+    if not l:is_held() then return false end
+  end
+  return true
+end
+
+--- Tokens of every lock, in the canonical order (nil when not held).
+function MultiLock:token()
+  local m = multi_fields(self, "token")
+  if not self:is_held() then return nil end
+  local t = {}
+  for i, l in ipairs(m.locks) do t[i] = l:token() end
+  return t
+end
+
+--- Participants of every lock: { [path] = {...} }.
+function MultiLock:participants(timeout)
+  local m = multi_fields(self, "participants")
+  local out = {}
+  for _, l in ipairs(m.locks) do
+    local p, msg, code = l:participants(timeout)
+    if not p then return nil, msg, code end
+    out[unbox(l).path] = p
+  end
+  return out
+end
+
+function MultiLock.__close(self)
+  local m = unbox(self)
+  if m and m.owners[me()] then self:release() end
+end
+
+return { MultiLock = MultiLock }

@@ -1,0 +1,405 @@
+--- zklock's internal runtime, shared by the recipe files and zklock.ngx:
+-- argument checks, per-coroutine owners, the waits (every wait polls a C
+-- object and sleeps until the session reports a change), callbacks, and
+-- opening a session.  Not a public interface: it may change at any time.
+-- @module zklock.runtime
+local core = require "zklock.core"
+
+local R = {}
+
+local now = core.now
+local unbox = core.unbox
+local type, tostring, error, pcall = type, tostring, error, pcall
+local floor, huge = math.floor, math.huge
+local co_running = coroutine.running
+
+local MAIN = {} -- owner key of the main coroutine (LuaJIT's running() is nil)
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
+R.MAIN, R.WEAK_KEYS, R.WEAK_VALUES = MAIN, WEAK_KEYS, WEAK_VALUES
+
+-- While a callback runs on behalf of a lock's owner, it acts as that owner
+-- (so `lock:release()` inside `on_revoke` releases the right hold).
+-- Keyed by the coroutine running the callback: a callback that waits (and
+-- so yields to a scheduler) must not lend its owner to other coroutines.
+local acting = setmetatable({}, WEAK_KEYS)
+
+-- Integration points for zklock.ngx: `owner(co)`, the owner key of
+-- coroutine co (nginx reuses a request's Lua thread for later requests, so
+-- there the key is per request); `held(lock, owner)` after an owner takes
+-- a hold; `dispatcher`: callbacks are run by someone else (a timer), not
+-- inside waits.
+local hooks = {}
+R.hooks = hooks
+
+-- The owner key of the calling coroutine.
+local function me()
+  local co = co_running() or MAIN
+  local a = acting[co]
+  if a then return a end
+  local owner = hooks.owner
+  if owner then return owner(co) end
+  return co
+end
+R.me = me
+
+-- ---------------------------------------------------------------------------
+-- argument checks: the standard "bad argument #n to 'f' (...)" message
+
+-- The sources of zklock's own Lua files: their frames are skipped when an
+-- error is pinned on the caller.
+local INTERNAL = { [debug.getinfo(1, "S").source] = true }
+
+-- Count the calling file as zklock's own (each zklock Lua file calls it as
+-- it loads).
+function R.internal_file()
+  INTERNAL[debug.getinfo(2, "S").source] = true
+end
+
+-- The error points at the first caller outside zklock's Lua files.
+local function argerror(n, fname, msg)
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info or not INTERNAL[info.source] then break end
+    level = level + 1
+  end
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), level)
+end
+R.argerror = argerror
+
+function R.check_path(path, n, fname)
+  if type(path) ~= "string" then
+    argerror(n, fname, "string expected, got " .. type(path))
+  end
+  local why
+  if path:sub(1, 1) ~= "/" then why = "path must start with '/'"
+  elseif #path == 1 then why = "path must not be the root"
+  elseif #path > 4096 then why = "path too long (over 4096 bytes)"
+  elseif path:sub(-1) == "/" then why = "path must not end with '/'"
+  elseif path:find("//", 1, true) then why = "empty path component"
+  elseif path:find("%z") then why = "path contains a NUL byte"
+  elseif path:find("[\1-\31\127]") then
+    why = "path contains a control character"
+  elseif path:find("/%.%.?/") or path:find("/%.%.?$") then
+    why = "relative path component"
+  end
+  if why then argerror(n, fname, why .. ": " .. path) end
+  return path
+end
+
+function R.check_count(v, n, fname, what)
+  if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > 2 ^ 31 - 1 then
+    argerror(n, fname, what .. " must be a positive integer, got " ..
+      tostring(v))
+  end
+  return v
+end
+
+function R.check_timeout(t, n, fname)
+  if t == nil then return nil end
+  if type(t) ~= "number" then
+    argerror(n, fname, "number expected, got " .. type(t))
+  end
+  if t ~= t or t < 0 then argerror(n, fname, "timeout must be >= 0") end
+  if t == huge then return nil end
+  return t
+end
+
+function R.check_client(self, fname)
+  if not core.is_client(self) then
+    argerror(1, fname, "zklock client expected")
+  end
+end
+
+-- The fields of a boxed object of class `mt`, or the standard error.
+function R.checked(self, mt, fname, what)
+  local f = unbox(self)
+  if not f or getmetatable(self) ~= mt then
+    argerror(1, fname, "zklock " .. what .. " expected, got " .. type(self))
+  end
+  return f
+end
+
+-- ---------------------------------------------------------------------------
+-- waiting
+
+local function block(client, gen, timeout)
+  return client:_wait(gen, timeout)
+end
+local waiter = block
+
+-- Install `fn` (checked by zklock.set_waiter) as how zklock sleeps while it
+-- waits; nil restores the blocking wait.
+function R.set_waiter(fn)
+  waiter = fn or block
+end
+
+-- Sleep as the current waiter does: (client, gen, timeout, obj).
+function R.wait(...)
+  return waiter(...)
+end
+
+-- ---------------------------------------------------------------------------
+-- callbacks: queued in C on ZooKeeper's threads, run here, in Lua
+
+-- node path -> { lock =, owner = } for holds with on_revoke or on_lost
+-- callbacks, per client
+local with_callbacks = setmetatable({}, WEAK_KEYS)
+R.with_callbacks = with_callbacks
+
+local function report(what, err)
+  io.stderr:write(("zklock: %s callback failed: %s\n"):format(what,
+    tostring(err)))
+end
+
+-- Run the callbacks `client` has queued (or those of `evs`, taken from it
+-- already); returns how many ran.
+local function dispatch(client, evs)
+  evs = evs or client:_events()
+  if not evs then return 0 end
+  local n = 0
+  local reg = with_callbacks[client]
+  for _, ev in ipairs(evs) do
+    local r = reg and reg[ev[2]]
+    local f = r and unbox(r.lock)
+    local fn = f and (ev[1] == "revoke" and f.revoke_fn
+      or ev[1] == "lost" and f.lost_fn)
+    if fn then
+      local co = co_running() or MAIN
+      local saved = acting[co]
+      acting[co] = r.owner
+      local ok, err = xpcall(fn, debug.traceback, r.lock)
+      acting[co] = saved
+      n = n + 1
+      if not ok then report("on_" .. ev[1], err) end
+    end
+  end
+  return n
+end
+R.dispatch = dispatch
+
+-- Poll obj (anything with poll() -> status, gen, ...) until it leaves
+-- "pending"/"waiting", or the deadline passes ("timeout").  Like Curator, a
+-- timeout bounds the wait behind other holders: the first create and
+-- listing are always awaited (a try-lock with timeout 0 works), for at most
+-- `slack` seconds more.
+local function await(client, obj, deadline, slack)
+  local queued = false
+  while true do
+    if not hooks.dispatcher then dispatch(client) end
+    local st, gen, msg, code = obj:poll()
+    if st == "waiting" then queued = true
+    elseif st ~= "pending" then return st, msg, code end
+    local left
+    if deadline then
+      left = deadline - now()
+      if not queued and slack then left = left + slack end
+      if left <= 0 then return "timeout" end
+    end
+    waiter(client, gen, left, obj)
+  end
+end
+R.await = await
+
+-- await for a lock attempt, with the attempt given up (its node deleted at
+-- once) whenever the wait does not return: an error raised out of the
+-- waiter, or, on Lua 5.4, coroutine.close() of the waiting coroutine
+-- (a to-be-closed guard; `<close>` is loaded from a string so that LuaJIT
+-- can parse this file).  docs/recipes.md, "abandoned waits".
+if _VERSION == "Lua 5.4" then
+  R.guarded_await = assert(load([[
+    local await, pcall = ...
+    local guard_mt = { __close = function(g)
+      if g.armed then pcall(g.att.release, g.att) end
+    end }
+    return function(client, att, deadline, slack)
+      local g <close> = setmetatable({ att = att, armed = true }, guard_mt)
+      local st, msg, code = await(client, att, deadline, slack)
+      g.armed = false
+      return st, msg, code
+    end]], "=zklock.guard"))(await, pcall)
+else
+  R.guarded_await = function(client, att, deadline, slack)
+    local ok, st, msg, code = pcall(await, client, att, deadline, slack)
+    if not ok then
+      pcall(att.release, att)
+      error(st, 0)
+    end
+    return st, msg, code
+  end
+end
+
+-- Release every level of `co`'s hold of `lock` on its behalf (zklock.ngx:
+-- the request that took it has ended).  Returns whether it held it.
+function R.release_owner(lock, co)
+  local f = unbox(lock)
+  if not (f and f.owners and f.owners[co]) then return false end
+  local cur = co_running() or MAIN
+  local saved = acting[cur]
+  acting[cur] = co
+  local ok, err = pcall(function()
+    while f.owners[co] do lock:release() end
+  end)
+  acting[cur] = saved
+  if not ok then report("release on behalf of an ended coroutine", err) end
+  return true
+end
+
+-- Does `co` hold `lock`?
+function R.holds(lock, co)
+  local f = unbox(lock)
+  return f ~= nil and f.owners ~= nil and f.owners[co] ~= nil
+end
+
+-- The client of a lock object, or nil.
+function R.client_of(lock)
+  local f = unbox(lock)
+  return f and f.client
+end
+
+-- ---------------------------------------------------------------------------
+-- client
+
+local ACLS = { open = 0, creator = 1, read = 2 }
+local max_data = setmetatable({}, WEAK_KEYS) -- client -> bytes
+local DEFAULT_MAX_DATA = 1024 * 1024 - 8192
+
+-- `data` (argument n of fname) fits the client's max_data, or the error.
+function R.check_data(client, data, n, fname)
+  if type(data) ~= "string" then
+    argerror(n, fname, "string expected, got " .. type(data))
+  end
+  local limit = max_data[client] or DEFAULT_MAX_DATA
+  if #data > limit then
+    argerror(n, fname, ("data of %d bytes is over the client's limit of %d " ..
+      "(max_data)"):format(#data, limit))
+  end
+  return data
+end
+
+-- opts.acl: a preset name or a list { { scheme, id, perms }, ... }
+local function check_acl(acl, auth, fname)
+  if acl == nil then return 0 end
+  if type(acl) == "table" then
+    if #acl == 0 then argerror(2, fname, "acl list must not be empty") end
+    for i, e in ipairs(acl) do
+      if type(e) ~= "table" or type(e[1]) ~= "string" or
+          type(e[2]) ~= "string" or type(e[3]) ~= "string" or
+          not e[3]:find("^[cdrwa]+$") then
+        argerror(2, fname, ("acl entry %d must be { scheme, id, perms } " ..
+          "with perms made of 'cdrwa'"):format(i))
+      end
+    end
+    return acl
+  end
+  local preset = ACLS[acl]
+  if not preset then
+    argerror(2, fname, "acl must be 'open', 'creator', 'read' or a list")
+  end
+  if preset ~= 0 and not auth then
+    argerror(2, fname, "acl '" .. acl .. "' needs auth: it names the " ..
+      "identities the session authenticates as")
+  end
+  return preset
+end
+
+-- What `await` polls while the session is in state `passing` (connecting
+-- at first, expired while a new session opens): "pending" until it leaves.
+function R.session_leaving(client, passing)
+  return { poll = function()
+    local s, gen = client:_poll()
+    return s == passing and "pending" or s, gen
+  end }
+end
+local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
+R.renews = renews
+
+-- Checks the arguments and opens the session without waiting for it.
+-- @return client, connect_timeout | nil, msg, code
+function R.open(hosts, opts, fname)
+  if type(hosts) ~= "string" or hosts == "" then
+    argerror(1, fname, "connect string expected, got " .. type(hosts))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    argerror(2, fname, "table expected, got " .. type(opts))
+  end
+  opts = opts or {}
+  local st = opts.session_timeout or 10
+  if type(st) ~= "number" or not (st > 0 and st < 1e6) then
+    argerror(2, fname, "session_timeout must be a positive number")
+  end
+  local ct = opts.connect_timeout or 10
+  if type(ct) ~= "number" or not (ct >= 0) then
+    argerror(2, fname, "connect_timeout must be a number >= 0")
+  end
+  local auth = opts.auth
+  if auth ~= nil and (type(auth) ~= "table" or type(auth[1]) ~= "string"
+      or type(auth[2]) ~= "string") then
+    argerror(2, fname, "auth must be { scheme, credential }")
+  end
+  local acl = check_acl(opts.acl, auth, fname)
+  local md = opts.max_data
+  if md ~= nil and (type(md) ~= "number" or md ~= floor(md) or md < 0 or
+      md > 2 ^ 31 - 1) then
+    argerror(2, fname, "max_data must be an integer from 0 to 2^31-1")
+  end
+  local renew = opts.renew_session
+  if renew ~= nil and type(renew) ~= "boolean" then
+    argerror(2, fname, "renew_session must be a boolean")
+  end
+  local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
+    renew ~= false, md)
+  if not c then return nil, msg, code end
+  max_data[c] = md
+  if renew ~= false then renews[c] = true end
+  if auth then
+    local ok, amsg, acode = c:_add_auth(auth[1], auth[2])
+    if not ok then c:close(); return nil, amsg, acode end
+  end
+  return c, ct
+end
+
+local function closed(client)
+  if client:state() == "closed" then
+    return true, "client is closed", "closed"
+  end
+end
+R.closed = closed
+
+-- how long a release may wait for the server to confirm the deletion
+local function grace(client)
+  return now() + client:session_timeout()
+end
+R.grace = grace
+
+-- ---------------------------------------------------------------------------
+-- operations: one request (or a short exchange) carried out in C
+
+local function run_op(client, op, msg, code, timeout)
+  if not op then return nil, msg, code end
+  local st = await(client, op, timeout and now() + timeout)
+  if st == "timeout" and op:cancel() then
+    await(client, op, grace(client)) -- a cancelled enter removes its node
+    return nil, "timeout", "timeout"
+  end
+  -- (finished, possibly just as the deadline passed: its real result)
+  return op:result()
+end
+
+-- Start `client:<method>(...)` (a C op) and wait for it, at most `timeout`.
+function R.call_op(client, timeout, method, ...)
+  local c, msg, code = closed(client)
+  if c then return nil, msg, code end
+  local op
+  op, msg, code = client[method](client, ...)
+  return run_op(client, op, msg, code, timeout)
+end
+
+-- true, or nil, msg, code
+function R.succeeded(ok, msg, code)
+  if ok then return true end
+  return nil, msg, code
+end
+
+return R

@@ -1,0 +1,165 @@
+--- The counting semaphore: up to max_leases holders; acquire hands out
+-- lease objects.  Built on the lock module's queue (`take`, `give_back`).
+-- Loading this module adds `semaphore` to the client methods.
+-- @module zklock.semaphore
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+local L = require "zklock.lock"
+R.internal_file()
+
+local box, unbox = core.box, core.unbox
+local client_methods = core.client_methods
+local select, setmetatable = select, setmetatable
+local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
+local me, argerror = R.me, R.argerror
+local check_path, check_count = R.check_path, R.check_count
+local check_timeout, closed = R.check_timeout, R.closed
+local new_lock, take, give_back = L.new_lock, L.take, L.give_back
+local checked = R.checked
+
+local Semaphore = { __name = "zklock.semaphore" }
+Semaphore.__index = Semaphore
+local Lease = { __name = "zklock.lease" }
+Lease.__index = Lease
+
+--- A counting semaphore: at most `max_leases` holders at once, herd-free
+-- (each waiter watches the node `max_leases` places ahead of it).  Nodes
+-- `_c_<uuid>-lease-<seq>`.
+function client_methods:semaphore(path, max_leases)
+  if not core.is_client(self) then
+    argerror(1, "semaphore", "zklock client expected")
+  end
+  check_path(path, 1, "semaphore")
+  check_count(max_leases, 2, "semaphore", "max_leases")
+  local lock = new_lock(self, path, "semaphore",
+    { kind = "lease", markers = "lease", max_leases = max_leases,
+      name = "zklock.semaphore" })
+  local f = unbox(lock)
+  return box(Semaphore, { lock = lock, f = f, client = self, path = path,
+    held = setmetatable({}, WEAK_KEYS) })
+end
+
+local function sem_fields(self, fname)
+  return checked(self, Semaphore, fname, "semaphore")
+end
+
+--- Take a lease, waiting at most `timeout` seconds.
+-- @return a lease (release(), is_held(), token(), node(); freed by __gc and
+-- __close), or nil, message, code
+function Semaphore:acquire(timeout)
+  local s = sem_fields(self, "acquire")
+  timeout = check_timeout(timeout, 1, "acquire")
+  local c, msg, code = closed(s.client)
+  if c then return nil, msg, code end
+  local att
+  att, msg, code = take(s.f, timeout)
+  if not att then return nil, msg, code end
+  local lease = box(Lease, { att = att, sem = s })
+  local co = me()
+  local mine = s.held[co]
+  if not mine then
+    mine = setmetatable({ n = 0 }, WEAK_VALUES)
+    s.held[co] = mine
+  end
+  mine.n = mine.n + 1
+  mine[mine.n] = lease
+  return lease
+end
+
+local function lease_fields(self, fname)
+  return checked(self, Lease, fname, "lease")
+end
+
+--- Give the lease back.  @return true, or nil, msg, code
+function Lease:release()
+  local l = lease_fields(self, "release")
+  if l.released then
+    argerror(1, "release", "lease of " .. l.sem.path .. " already released")
+  end
+  l.released = true
+  return give_back(l.sem.client, l.att)
+end
+
+--- True while the lease is held (not released, and the session lives).
+function Lease:is_held()
+  local l = lease_fields(self, "is_held")
+  return not l.released and l.att:held()
+end
+
+--- Fencing token of the lease: its node's czxid.
+-- @return number, or nil when not held
+function Lease:token()
+  local l = lease_fields(self, "token")
+  if l.released or not l.att:held() then return nil end
+  return (select(2, l.att:info()))
+end
+
+--- The lease's node path, or nil once released.
+function Lease:node()
+  local l = lease_fields(self, "node")
+  local name = not l.released and l.att:info()
+  return name and l.sem.path .. "/" .. name or nil
+end
+
+function Lease.__close(self)
+  local l = unbox(self)
+  if l and not l.released then self:release() end
+end
+
+function Lease.__tostring(self)
+  local l = unbox(self)
+  return ("zklock.lease{%s, %s}: %s"):format(l.sem.path,
+    l.released and "released" or "held", core.addr(self))
+end
+
+-- the calling coroutine's newest lease still held
+local function newest(s)
+  local mine = s.held[me()]
+  if not mine then return nil end
+  for i = mine.n, 1, -1 do -- (collected leases leave holes: no #mine)
+    local l = mine[i]
+    if l and not unbox(l).released then return l, i end
+  end
+end
+
+--- Release `lease`, or the calling coroutine's newest lease.
+function Semaphore:release(lease)
+  local s = sem_fields(self, "release")
+  if lease == nil then
+    lease = newest(s)
+    if not lease then
+      argerror(1, "release", "the calling coroutine holds no lease of " ..
+        s.path)
+    end
+  end
+  if lease_fields(lease, "release").sem ~= s then
+    argerror(1, "release", "that lease belongs to another semaphore")
+  end
+  return lease:release()
+end
+
+--- True while the calling coroutine holds a lease.
+function Semaphore:is_held()
+  local l = newest(sem_fields(self, "is_held"))
+  return l ~= nil and l:is_held()
+end
+
+--- Token of the calling coroutine's newest lease.
+function Semaphore:token()
+  local l = newest(sem_fields(self, "token"))
+  return l and l:token()
+end
+
+--- Lease holders and waiters in queue order, as full node paths.
+-- @return array, or nil, message, code
+function Semaphore:participants(timeout)
+  return sem_fields(self, "participants").lock:participants(timeout)
+end
+
+function Semaphore.__tostring(self)
+  local s = unbox(self)
+  return ("zklock.semaphore{%s, %d}: %s"):format(s.path, s.f.max_leases,
+    core.addr(self))
+end
+
+return { Semaphore = Semaphore, Lease = Lease }
