@@ -310,7 +310,7 @@ describe("zklock recipes", function()
 
     known_bug("a lease released out of order goes to a waiter at once",
       "a waiter watches only the node max_leases places ahead " ..
-      "(src/lock.c lock_blocker); when another holder releases, the waiter " ..
+      "(src/core/names.c zkl_names_blocker); when another holder releases, the waiter " ..
       "that moved up to index < max_leases is not woken, so a free lease " ..
       "stays idle (and waiters starve) until that one holder releases",
       function()

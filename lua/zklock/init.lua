@@ -90,24 +90,15 @@ function client_methods:get(path, timeout)
 end
 
 --- Set the data of node `path`, creating it (and its parents, as
--- persistent nodes) when missing.  @return true, or nil, msg, code
+-- containers) when missing: one set-or-create in C, retried there when
+-- another client creates it first.  @return true, or nil, msg, code
 function client_methods:set(path, data, timeout)
   check_client(self, "set")
   check_path(path, 1, "set")
   check_data(self, data, 2, "set")
   timeout = check_timeout(timeout, 3, "set")
-  local deadline = now() + (timeout or self:session_timeout())
-  while true do
-    local ok, msg, code = call_op(self, deadline - now(), "_set", path, data)
-    if ok or code ~= "no_node" then return succeeded(ok, msg, code) end
-    local created
-    ok, created, code = call_op(self, deadline - now(), "_create", path,
-      data, "persistent")
-    if not ok then return nil, created, code end
-    if created then return true end
-    -- it existed after all (someone else made it): set it again
-    if now() >= deadline then return nil, "timeout", "timeout" end
-  end
+  return succeeded(call_op(self, timeout or self:session_timeout(), "_set",
+    path, data, true))
 end
 
 -- ---------------------------------------------------------------------------
@@ -145,27 +136,22 @@ function M.revoke(zk, path, max_leases)
   if max_leases ~= nil then check_count(max_leases, 3, "revoke", "max_leases") end
   local c, msg, code = closed(zk)
   if c then return nil, msg, code end
-  local holders = {}
-  local function list(markers)
+  local function list(family)
     local names
     names, msg, code = call_op(zk, zk:session_timeout(), "_children", path,
-      markers)
+      family)
     return names
   end
-  local rw = list("rw")
-  if not rw then return nil, msg, code end
-  if #rw > 0 then
-    for _, n in ipairs(rw) do
-      local writer = n:find("__WRIT__", 1, true)
-      if writer and #holders > 0 then break end
-      holders[#holders + 1] = n
-      if writer then break end
-    end
+  -- who holds: the rule each lock attempt applies to itself, in C
+  local holders = list("rw")
+  if not holders then return nil, msg, code end
+  if #holders > 0 then
+    holders = core.holders(holders, "rw")
   else
-    local names = list("mutex")
+    local names, family = list("mutex"), "mutex"
     if not names then return nil, msg, code end
-    if #names == 0 then names = list("lease") or {} end
-    for i = 1, math.min(#names, max_leases or 1) do holders[i] = names[i] end
+    if #names == 0 then names, family = list("lease") or {}, "lease" end
+    holders = core.holders(names, family, max_leases or 1)
   end
   for _, n in ipairs(holders) do
     local ok

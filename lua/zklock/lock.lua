@@ -29,7 +29,7 @@ local session_leaving = R.session_leaving
 
 local Lock = {}
 Lock.__index = Lock
-local arm_callbacks, list_participants
+local arm_callbacks, list_names, list_participants
 
 local function fields(self, fname)
   return R.checked(self, Lock, fname, "lock")
@@ -249,15 +249,9 @@ function Lock:release()
     -- it and our write node; such a writer would get the lock at once and
     -- write while we read, so then the write node stays until we stop
     -- reading (a writer that queues later waits for our read node anyway)
-    local names = list_participants(f, f.client:session_timeout())
-    local w, r = node and f.path .. "/" .. node, reader.att:info()
-    r = r and f.path .. "/" .. r
-    local between, seen = false, false
-    for _, n in ipairs(names or {}) do
-      if n == r then break end
-      if seen and n:find("__WRIT__", 1, true) then between = true end
-      if n == w then seen = true end
-    end
+    local names = list_names(f, f.client:session_timeout())
+    local between = names and core.writer_between(names, node,
+      reader.att:info())
     if between or not names then
       reader.keep = own.att
       return true
@@ -296,25 +290,25 @@ function Lock:node()
   return name and f.path .. "/" .. name or nil
 end
 
--- Every contender of f's path in queue order (full node paths); for a
--- read/write lock `kind` ("read"/"write") keeps one kind of node only.
-list_participants = function(f, timeout, kind)
+-- Every contender of f's path in queue order (child names); `family`
+-- ("read"/"write" for one kind of a read/write lock's nodes) narrows it.
+list_names = function(f, timeout, family)
   local c, msg, code = closed(f.client)
   if c then return nil, msg, code end
   local op
-  op, msg, code = f.client:_children(f.path, f.markers)
+  op, msg, code = f.client:_children(f.path, family or f.markers)
   if not op then return nil, msg, code end
   local st = await(f.client, op, timeout and now() + timeout)
   if st == "timeout" then return nil, "timeout", "timeout" end
-  local names
-  names, msg, code = op:result()
+  return op:result()
+end
+
+-- The same as full node paths.
+list_participants = function(f, timeout, family)
+  local names, msg, code = list_names(f, timeout, family)
   if not names then return nil, msg, code end
-  local out, marker = {}, kind and (kind == "read" and "__READ__" or "__WRIT__")
-  for i = 1, #names do
-    if not marker or names[i]:find(marker, 1, true) then
-      out[#out + 1] = f.path .. "/" .. names[i]
-    end
-  end
+  local out = {}
+  for i = 1, #names do out[i] = f.path .. "/" .. names[i] end
   return out
 end
 
