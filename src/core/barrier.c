@@ -30,7 +30,7 @@ static void barrier_step(zkl_op *op) {
 
 static const zkl_op_class barrier_wait = {
   ZKL_OP_TASK_CLASS("barrier wait", zkl_op_task_finish), ZKL_OP_WAIT_GONE,
-  barrier_step, -1, NULL, NULL, NULL
+  barrier_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 
 zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err) {

@@ -231,12 +231,13 @@ static void dbarrier_free(zkl_op *op) { free(DB(op)->ours); }
 
 static const zkl_op_class dbarrier_enter = {
   ZKL_OP_TASK_CLASS("double barrier enter", zkl_op_task_finish),
-  ZKL_OP_DB_ENTER, dbarrier_step, D_COUNT, dbarrier_cancel, dbarrier_drop,
-  dbarrier_free
+  ZKL_OP_DB_ENTER, dbarrier_step, D_COUNT, ZKL_STAGE_MAIN, dbarrier_cancel,
+  dbarrier_drop, dbarrier_free
 };
 static const zkl_op_class dbarrier_leave = {
   ZKL_OP_TASK_CLASS("double barrier leave", zkl_op_task_finish),
-  ZKL_OP_DB_LEAVE, dbarrier_step, D_MAIN, NULL, dbarrier_drop, dbarrier_free
+  ZKL_OP_DB_LEAVE, dbarrier_step, D_MAIN, ZKL_STAGE_MAIN, NULL,
+  dbarrier_drop, dbarrier_free
 };
 
 static zkl_op *dbarrier_new(const zkl_op_class *cls, zkl_client *c,

@@ -78,6 +78,13 @@ struct zkl_client {
   int n_ready, cap_ready;
 };
 
+/* A callback Lua owes the user (notify.c's queue). */
+struct zkl_event {
+  zkl_event *next;
+  int type;   /* ZKL_EV_* */
+  char *path; /* the lock node concerned */
+};
+
 /* ---- util.c ------------------------------------------------------------ */
 int zkl_is_cut(int rc); /* the connection was cut: try again later */
 /* The session is gone (expired, closed): so is every ephemeral node. */
@@ -197,6 +204,9 @@ typedef struct zkl_op_class {
   void (*step)(zkl_op *op); /* send the request of op->stage */
   /* The stage to run again on the watch event (-1: the current one). */
   int watch_stage;
+  /* The stage that follows ZKL_STAGE_PARENTS (once the parents are made,
+   * or on a reconnect while making them). */
+  int parents_stage;
   /* Cancel (a wait timed out): NULL finishes at once. */
   void (*cancel)(zkl_op *op);
   /* The Lua box is gone (op not done): NULL cancels; work it leaves

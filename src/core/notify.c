@@ -173,6 +173,13 @@ zkl_event *zkl_client_take_events(zkl_client *c) {
   return e;
 }
 
+const zkl_event *zkl_event_read(const zkl_event *e, int *type,
+                                const char **path) {
+  *type = e->type;
+  *path = e->path;
+  return e->next;
+}
+
 void zkl_events_free(zkl_event *e) {
   while (e) {
     zkl_event *next = e->next;

@@ -34,11 +34,13 @@ static void oneshot_children_cb(int rc, const struct String_vector *sv,
     }
     op->names = calloc((size_t)n + 1, sizeof *op->names);
     for (i = 0; op->names && i < n; i++) {
-      op->names[i] = strdup(e[i].name);
-      if (op->names[i]) op->n++;
+      char *name = strdup(e[i].name);
+      if (!name) break;
+      op->names[op->n++] = name;
     }
     free(e);
-    if (!op->names) zkl_op_finish(op, ZSYSTEMERROR, "out of memory");
+    if (!op->names || op->n < n)
+      zkl_op_finish(op, ZSYSTEMERROR, "out of memory");
     else zkl_op_finish(op, ZOK, NULL);
   }
   zkl_task_leave(r);
@@ -137,19 +139,19 @@ static void oneshot_delete_drop(zkl_op *op) { (void)op; }
 
 static const zkl_op_class oneshot_children = {
   ZKL_OP_TASK_CLASS("children", zkl_op_task_finish), ZKL_OP_CHILDREN,
-  oneshot_children_step, -1, NULL, NULL, NULL
+  oneshot_children_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 static const zkl_op_class oneshot_create = {
   ZKL_OP_TASK_CLASS("create", zkl_op_task_finish), ZKL_OP_CREATE,
-  oneshot_create_step, -1, NULL, NULL, NULL
+  oneshot_create_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 static const zkl_op_class oneshot_delete = {
   ZKL_OP_TASK_CLASS("delete", zkl_op_task_finish), ZKL_OP_DELETE,
-  oneshot_delete_step, -1, NULL, oneshot_delete_drop, NULL
+  oneshot_delete_step, -1, ZKL_STAGE_MAIN, NULL, oneshot_delete_drop, NULL
 };
 static const zkl_op_class oneshot_get = {
   ZKL_OP_TASK_CLASS("get", zkl_op_task_finish), ZKL_OP_GET,
-  oneshot_get_step, -1, NULL, NULL, NULL
+  oneshot_get_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 
 /* ---- constructors (Lua thread) --------------------------------------------- */

@@ -51,15 +51,16 @@ void zkl_op_parents(zkl_op *op, const char *target) {
 }
 
 void zkl_op_parents_made(zkl_task *t) {
-  zkl_op_goto((zkl_op *)t, ZKL_STAGE_MAIN);
+  zkl_op *op = (zkl_op *)t;
+  zkl_op_goto(op, ZKL_OP_CLASS(op)->parents_stage);
 }
 
 void zkl_op_on_connected(zkl_task *t) {
   zkl_op *op = (zkl_op *)t;
   if (op->done) return;
   if (t->redo || t->watch)
-    zkl_op_goto(op, op->stage == ZKL_STAGE_PARENTS ? ZKL_STAGE_MAIN
-                                                   : op->stage);
+    zkl_op_goto(op, op->stage == ZKL_STAGE_PARENTS
+                        ? ZKL_OP_CLASS(op)->parents_stage : op->stage);
 }
 
 void zkl_op_on_expired(zkl_task *t) {

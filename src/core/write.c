@@ -155,11 +155,11 @@ static void write_free(zkl_op *op) { free(((write_op *)op)->fence); }
 
 static const zkl_op_class write_set = {
   ZKL_OP_TASK_CLASS("set", write_finish), ZKL_OP_SET,
-  write_step, -1, NULL, NULL, write_free
+  write_step, -1, W_CREATE, NULL, NULL, write_free
 };
 static const zkl_op_class write_fenced = {
   ZKL_OP_TASK_CLASS("fenced", write_finish), ZKL_OP_FENCED,
-  write_step, -1, NULL, NULL, write_free
+  write_step, -1, ZKL_STAGE_MAIN, NULL, NULL, write_free
 };
 
 zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,

@@ -22,6 +22,7 @@
 typedef struct zkl_client zkl_client;
 typedef struct zkl_lock zkl_lock;
 typedef struct zkl_op zkl_op;
+typedef struct zkl_event zkl_event;
 
 /* ---- errors.c ---------------------------------------------------------- */
 /* Codes returned to Lua as the third value (zklock.errors). */
@@ -169,12 +170,10 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST };
-typedef struct zkl_event {
-  struct zkl_event *next;
-  int type;
-  char *path; /* the lock node concerned */
-} zkl_event;
 zkl_event *zkl_client_take_events(zkl_client *c); /* the caller owns them */
+/* The event's type and node path; returns the next one, or NULL. */
+const zkl_event *zkl_event_read(const zkl_event *e, int *type,
+                                const char **path);
 void zkl_events_free(zkl_event *e);
 
 /* ---- lock.c: one lock attempt -------------------------------------------- */

@@ -189,19 +189,23 @@ static int lclient_add_auth(lua_State *L) {
  * (taken out of the core first: pushing may run a __gc) */
 static int lclient_events(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
-  zkl_event *e, *first;
+  zkl_event *first;
+  const zkl_event *e;
   int i = 0;
   if (!b->c) { lua_pushnil(L); return 1; } /* closed: nothing more to run */
   zkl_checkfork(L, b->c, NULL);
   first = zkl_client_take_events(b->c);
   if (!first) { lua_pushnil(L); return 1; }
   lua_newtable(L);
-  for (e = first; e; e = e->next) {
+  for (e = first; e;) {
+    int type;
+    const char *path;
+    e = zkl_event_read(e, &type, &path);
     lua_createtable(L, 2, 0);
-    lua_pushstring(L, e->type == ZKL_EV_REVOKE ? "revoke"
-                      : e->type == ZKL_EV_LOST ? "lost" : "?");
+    lua_pushstring(L, type == ZKL_EV_REVOKE ? "revoke"
+                      : type == ZKL_EV_LOST ? "lost" : "?");
     lua_rawseti(L, -2, 1);
-    lua_pushstring(L, e->path);
+    lua_pushstring(L, path);
     lua_rawseti(L, -2, 2);
     lua_rawseti(L, -2, ++i);
   }
