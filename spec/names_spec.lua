@@ -54,4 +54,60 @@ describe("lock node ordering", function()
     assert.has_error(function() core.sort_names({}, "bogus") end)
     assert.has_error(function() core.sort_names({ 1 }, "mutex") end)
   end)
+  it("keeps one kind of a read/write lock's nodes", function()
+    local list = { "_c_b-__READ__0000000002", "_c_a-__WRIT__0000000001",
+      "_c_c-__READ__0000000003" }
+    assert.same({ "_c_b-__READ__0000000002", "_c_c-__READ__0000000003" },
+      names(list, "read"))
+    assert.same({ "_c_a-__WRIT__0000000001" }, names(list, "write"))
+  end)
+
+  -- who holds: the same rule a lock attempt applies to itself in C
+  describe("holders", function()
+    local function seq(kind, n) return ("_c_x-%s%010d"):format(kind, n) end
+
+    it("a mutex: the first node only", function()
+      assert.same({ seq("lock-", 1) },
+        core.holders({ seq("lock-", 2), seq("lock-", 1) }, "mutex"))
+      assert.same({}, core.holders({}, "mutex"))
+    end)
+
+    it("a semaphore: the first max_leases", function()
+      local list = { seq("lease-", 3), seq("lease-", 1), seq("lease-", 2) }
+      assert.same({ seq("lease-", 1), seq("lease-", 2) },
+        core.holders(list, "lease", 2))
+      assert.same(3, #core.holders(list, "lease", 5))
+    end)
+
+    it("a read/write lock: readers before the first writer, or that writer",
+      function()
+      local R, W = "__READ__", "__WRIT__"
+      assert.same({ seq(R, 1), seq(R, 2) },
+        core.holders({ seq(R, 1), seq(R, 2), seq(W, 3), seq(R, 4) }, "rw"))
+      assert.same({ seq(W, 1) },
+        core.holders({ seq(W, 1), seq(R, 2), seq(W, 3) }, "rw"))
+    end)
+
+    it("refuses bad arguments", function()
+      assert.has_error(function() core.holders({}, "all") end)
+      assert.has_error(function() core.holders({}, "lease", 0) end)
+      assert.has_error(function() core.holders("x", "mutex") end)
+    end)
+  end)
+
+  -- a downgraded writer keeps its write node while a writer sorts between
+  -- it and its read node (docs/design.md, section 5)
+  describe("writer_between", function()
+    local w1, r2, w3, r4 = "_c_a-__WRIT__0000000001", "_c_a-__READ__0000000002",
+      "_c_b-__WRIT__0000000003", "_c_a-__READ__0000000004"
+    it("sees a writer between our write and read nodes", function()
+      assert.is_true(core.writer_between({ w1, w3, r4 }, w1, r4))
+      assert.is_false(core.writer_between({ w1, r2, w3 }, w1, r2))
+    end)
+    it("treats missing nodes as the release did", function()
+      assert.is_false(core.writer_between({ w3, r4 }, w1, r4)) -- no writer
+      assert.is_true(core.writer_between({ w1, w3 }, w1, nil)) -- no reader
+      assert.is_false(core.writer_between({ w1, r2 }, w1, nil))
+    end)
+  end)
 end)
