@@ -1,6 +1,6 @@
 /* The barrier's wait (Curator DistributedBarrier): until the node is
  * gone.  A get-with-watch, not an exists: a get on a missing node leaves
- * no watch behind on the server (docs/design.md, barrier). */
+ * no watch behind on the server (docs/design.md, section 7). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* The double barrier (the ZooKeeper recipe, done in a loop; docs/
- * design.md, double barrier).  Members are ephemeral nodes "<uuid>" under
+/* The double barrier (the ZooKeeper recipe, done in a loop;
+ * docs/design.md, section 7).  Members are ephemeral nodes "<uuid>" under
  * the barrier's path.
  *
  *   enter: CREATE ours -> COUNT (children watch on the directory)
@@ -53,7 +53,7 @@ static int dbarrier_strcmp(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* ---- enter ---------------------------------------------------------------- */
+/* ---- enter -------------------------------------------------------------- */
 
 static void dbarrier_created_cb(int rc, const char *value, const void *data) {
   zkl_req *r;
@@ -89,7 +89,7 @@ static void dbarrier_count(zkl_op *op, const struct String_vector *sv) {
   /* else the children watch wakes us on the next change */
 }
 
-/* ---- leave ------------------------------------------------------------------ */
+/* ---- leave -------------------------------------------------------------- */
 
 static void dbarrier_decide(zkl_op *op, char **m, int n) {
   const char *slash = strrchr(DB(op)->ours, '/'); /* (the binding checked) */
@@ -164,7 +164,7 @@ static void dbarrier_deleted_cb(int rc, const void *data) {
   zkl_task_leave(r);
 }
 
-/* ---- steps ---------------------------------------------------------------------- */
+/* ---- steps -------------------------------------------------------------- */
 
 static void dbarrier_step(zkl_op *op) {
   zhandle_t *zh = op->t.c->zh;

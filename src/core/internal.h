@@ -91,13 +91,13 @@ int zkl_is_cut(int rc); /* the connection was cut: try again later */
 int zkl_is_gone(int rc);
 struct timespec zkl_abstime(double end); /* zkl_now time -> timedwait */
 
-/* ---- notify.c (mu held) -------------------------------------------------- */
+/* ---- notify.c (mu held) ------------------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
 void zkl_event_push(zkl_client *c, int type, const char *path);
 void zkl_notify_free(zkl_client *c); /* the unref: events, socket, list */
 
-/* ---- liveness.c (mu held) ------------------------------------------------ */
+/* ---- liveness.c (mu held) ----------------------------------------------- */
 /* 1 while the session is usable for requests; else sets err. */
 int zkl_client_usable(zkl_client *c, zkl_error *err);
 /* The server answered a request sent at `sent` (rc: its answer): it heard
@@ -107,7 +107,7 @@ void zkl_client_kick(zkl_client *c); /* a hold began: the timer probes */
 double zkl_client_expiry(const zkl_client *c);   /* heard + timeout */
 double zkl_client_margin(const zkl_client *c); /* holds end this early */
 
-/* ---- task.c: the life cycle every ZooKeeper task shares ------------------ */
+/* ---- task.c: the life cycle every ZooKeeper task shares ----------------- */
 
 /* How the session talks to a task (all with mu held).  Every entry may be
  * NULL but finish and free. */
@@ -193,7 +193,7 @@ void zkl_task_leave(zkl_req *r);
 void zkl_task_parents(zkl_task *t, const char *target, int self_too);
 unsigned long zkl_task_set_wake(zkl_task *t, unsigned id); /* Lua thread */
 
-/* ---- op.c: the base of every op ------------------------------------------ */
+/* ---- op.c: the base of every op ----------------------------------------- */
 
 /* Stages every op knows; each op numbers its own from ZKL_STAGE_OWN. */
 enum { ZKL_STAGE_MAIN, ZKL_STAGE_PARENTS, ZKL_STAGE_OWN };

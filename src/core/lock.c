@@ -11,7 +11,8 @@
  * From the create's reply on, a get-with-watch on our own node ("self
  * watch") tells us when it goes: deleted by anyone but us while HELD, the
  * hold is lost (on_lost, like an expiry); while queued, we queue again
- * with a fresh node (docs/recipes.md).  The same get reads "__REVOKE__".
+ * with a fresh node (docs/design.md, section 4.5).  The same get reads
+ * "__REVOKE__".
  *
  * Every function here runs with the client's mutex held.  Requests carry
  * the epoch they were sent in; a reply from an older epoch is ignored. */
@@ -25,7 +26,7 @@
 static void lock_list(zkl_lock *l);
 static void lock_delete(zkl_lock *l);
 
-/* ---- the task's own parts ---------------------------------------------------- */
+/* ---- the task's own parts ----------------------------------------------- */
 
 static void lock_free(zkl_task *t) {
   zkl_lock *l = LOCK(t);
@@ -88,7 +89,7 @@ static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
   return LOCK(zkl_task_enter(data, rc, rp));
 }
 
-/* ---- create, parents, list ----------------------------------------------------- */
+/* ---- create, parents, list ---------------------------------------------- */
 
 static void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
 
@@ -162,7 +163,7 @@ static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
   zkl_task_leave(r);
 }
 
-/* ---- our own node: deleted by someone else, or asked to let go ---------------- */
+/* ---- our own node: deleted by someone else, or asked to let go ---------- */
 
 /* Revocation (Curator Revoker): a revoker sets our node's data to
  * "__REVOKE__"; the self watch reads it and queues an event. */
@@ -170,7 +171,7 @@ static const char REVOKE[] = "__REVOKE__";
 
 /* Our node is gone, and we did not delete it: a hold is lost (as on an
  * expiry); a queued attempt queues again with a new node (within the
- * caller's deadline).  (docs/recipes.md, "someone else deletes a node") */
+ * caller's deadline).  (docs/design.md, section 4.5) */
 static void lock_node_gone(zkl_lock *l) {
   if (l->state == L_HELD) {
     lock_lost_event(l);
@@ -232,7 +233,7 @@ void lock_watch_self(zkl_lock *l) {
   else if (rc == ZOK) l->self_armed = l->self_gen;
 }
 
-/* ---- where we stand in the queue --------------------------------------------- */
+/* ---- where we stand in the queue ---------------------------------------- */
 
 static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
   zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
@@ -295,7 +296,8 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
 }
 
 /* A create whose reply was lost: the listing shows whether a node of our
- * uuid exists, and its ephemeralOwner whether it is ours (section 4). */
+ * uuid exists, and its ephemeralOwner whether it is ours
+ * (docs/design.md, section 4.8). */
 static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
   int i;
   for (i = 0; i < sv->count; i++) {
@@ -365,7 +367,7 @@ static void lock_list(zkl_lock *l) {
     l->list_piped = 1;
 }
 
-/* ---- giving our node back ------------------------------------------------------ */
+/* ---- giving our node back ----------------------------------------------- */
 
 static void lock_delete_cb(int rc, const void *data) {
   zkl_req *r;
@@ -426,7 +428,7 @@ void lock_release_locked(zkl_lock *l) {
   if (l->state != L_DONE && l->state != L_FAILED) zkl_task_keep(&l->t);
 }
 
-/* ---- what the session tells us ------------------------------------------------- */
+/* ---- what the session tells us ------------------------------------------ */
 
 static void lock_on_connected(zkl_task *t) {
   zkl_lock *l = LOCK(t);

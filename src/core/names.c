@@ -78,7 +78,7 @@ int zkl_names_find(const zkl_entry *e, int n, const char *name) {
   return -1;
 }
 
-/* ---- the recipes' names (Curator's: docs/design.md, interop) ---------- */
+/* ---- the recipes' names (Curator's: docs/design.md, section 11) --------- */
 
 static const char *const names_mutex[] = { "-lock-", "__lock__", NULL };
 static const char *const names_lease[] = { "-lease-", NULL };

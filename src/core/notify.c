@@ -83,7 +83,7 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
   return pending;
 }
 
-/* ---- the wake-up socket (Lua thread) -------------------------------------- */
+/* ---- the wake-up socket (Lua thread) ------------------------------------ */
 
 const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err) {
   char dir[] = "/tmp/zklock-wake.XXXXXX";
@@ -151,7 +151,7 @@ int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
   return 1;
 }
 
-/* ---- callbacks Lua owes the user ------------------------------------------ */
+/* ---- callbacks Lua owes the user ---------------------------------------- */
 
 void zkl_event_push(zkl_client *c, int type, const char *path) {
   zkl_event *e = calloc(1, sizeof *e);

@@ -12,7 +12,7 @@ typedef struct {
   int flags;                  /* CREATE: ZooKeeper create flags */
 } oneshot;
 
-/* ---- completions --------------------------------------------------------------- */
+/* ---- completions -------------------------------------------------------- */
 
 static void oneshot_children_cb(int rc, const struct String_vector *sv,
                                 const void *data) {
@@ -102,7 +102,7 @@ static void oneshot_get_cb(int rc, const char *value, int value_len,
   zkl_task_leave(r);
 }
 
-/* ---- steps ------------------------------------------------------------------------ */
+/* ---- steps -------------------------------------------------------------- */
 
 static void oneshot_children_step(zkl_op *op) {
   zkl_req *r = zkl_task_req(&op->t, 0);
@@ -154,7 +154,7 @@ static const zkl_op_class oneshot_get = {
   oneshot_get_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 
-/* ---- constructors (Lua thread) --------------------------------------------- */
+/* ---- constructors (Lua thread) ------------------------------------------ */
 
 zkl_op *zkl_op_children(zkl_client *c, const char *path,
                         const char *const *markers, zkl_error *err) {

@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-/* ---- the session's side (class entries most ops share) ------------------- */
+/* ---- the session's side (class entries most ops share) ------------------ */
 
 void zkl_op_finish(zkl_op *op, int rc, const char *what) {
   op->done = 1;
@@ -97,7 +97,7 @@ void zkl_op_task_free(zkl_task *t) {
   free(op);
 }
 
-/* ---- the Lua thread's side ------------------------------------------------- */
+/* ---- the Lua thread's side ---------------------------------------------- */
 
 zkl_op *zkl_op_new(size_t size, const zkl_op_class *cls, zkl_client *c,
                    const char *path, const char *data, int datalen,

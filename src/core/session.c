@@ -1,7 +1,7 @@
 /* The session: one zhandle, its state as Lua sees it, the watcher that
  * hands every event to the tasks, and the timer thread that keeps "last
  * heard" fresh while a lock is held, declares holds lost, and opens a new
- * session after an expiry (docs/design.md, lock lost and renewal).
+ * session after an expiry (docs/design.md, section 9).
  * ZooKeeper's threads only take the mutex, advance C state and wake the
  * waiters (notify.c); they never touch Lua.  Tasks are reached only
  * through their class (zkl_task_class), never by name. */
@@ -15,7 +15,7 @@
 
 #include "internal.h"
 
-/* ---- the watcher ------------------------------------------------------------ */
+/* ---- the watcher -------------------------------------------------------- */
 
 /* Every task, as one loop; `next` is read first: a task may go. */
 #define SESSION_EACH(c, t, tn) \
@@ -110,7 +110,7 @@ static void session_drain(zkl_client *c) {
   c->probe_out = 0;
 }
 
-/* ---- the timer thread ------------------------------------------------------- */
+/* ---- the timer thread --------------------------------------------------- */
 
 static void session_probe_cb(int rc, const struct Stat *st,
                              const void *data) {
@@ -210,7 +210,7 @@ static void *session_timer(void *arg) {
   return NULL;
 }
 
-/* ---- the client's life (Lua thread) ------------------------------------------ */
+/* ---- the client's life (Lua thread) ------------------------------------- */
 
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, int max_data,
@@ -350,7 +350,7 @@ void zkl_client_unref(zkl_client *c) {
   free(c);
 }
 
-/* ---- what Lua may read (Lua thread) ------------------------------------------ */
+/* ---- what Lua may read (Lua thread) ------------------------------------- */
 
 pid_t zkl_client_pid(const zkl_client *c) { return c->pid; }
 

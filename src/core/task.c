@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-/* ---- requests -------------------------------------------------------------- */
+/* ---- requests ----------------------------------------------------------- */
 
 zkl_req *zkl_req_new(zkl_client *c, zkl_task *t, int epoch, int kind) {
   zkl_req *r = calloc(1, sizeof *r);
@@ -39,7 +39,7 @@ void zkl_req_done(zkl_req *r) {
   free(r);
 }
 
-/* ---- the task -------------------------------------------------------------- */
+/* ---- the task ----------------------------------------------------------- */
 
 int zkl_task_init(zkl_task *t, const zkl_task_class *cls, zkl_client *c,
                   const char *path, zkl_error *err) {
@@ -158,7 +158,7 @@ unsigned long zkl_task_set_wake(zkl_task *t, unsigned id) {
   return gen;
 }
 
-/* ---- parents, as containers (docs/design.md, section 4, step 2) ---------- */
+/* ---- parents, as containers (docs/design.md, section 4.2) ---------- */
 
 static const char TASK_CHROOT[] = "(the chroot of the connect string must "
                                   "exist)";

@@ -1,6 +1,6 @@
 /* Writing a node's data: set it, and where asked create it when missing
  * (its parents as containers).  zk:set uses the plain form; a fenced
- * write (lock:fenced_set, docs/design.md, fencing) sends each set or
+ * write (lock:fenced_set, docs/design.md, section 4.9) sends each set or
  * create in one multi-op behind a check that our lock node exists, so
  * that it lands only while we hold the lock.
  *

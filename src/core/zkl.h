@@ -110,7 +110,7 @@ int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
                       int *out);
 /* Does a writer's node sort between node w and node r (e sorted with the
  * read/write markers)?  A downgraded writer keeps its write node then
- * (docs/design.md, read/write lock).  w missing: 0; r missing: any
+ * (docs/design.md, section 5).  w missing: 0; r missing: any
  * writer after w. */
 int zkl_names_writer_between(const zkl_entry *e, int n, const char *w,
                              const char *r);
@@ -152,7 +152,7 @@ typedef struct zkl_stats {
 } zkl_stats;
 void zkl_client_stats(zkl_client *c, zkl_stats *out);
 
-/* ---- notify.c: waking Lua ------------------------------------------------ */
+/* ---- notify.c: waking Lua ----------------------------------------------- */
 /* Wait until the change counter differs from gen or timeout (seconds,
  * <0 = forever).  Returns the current counter. */
 unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
@@ -176,7 +176,7 @@ const zkl_event *zkl_event_read(const zkl_event *e, int *type,
                                 const char **path);
 void zkl_events_free(zkl_event *e);
 
-/* ---- lock.c: one lock attempt -------------------------------------------- */
+/* ---- lock.c: one lock attempt ------------------------------------------- */
 enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED, ZKL_WAITING };
 
 zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
@@ -199,7 +199,7 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
  * returns the change counter read at that moment. */
 unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
 
-/* ---- ops: one-shot tasks Lua polls for ----------------------------------- */
+/* ---- ops: one-shot tasks Lua polls for ---------------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
        ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
        ZKL_OP_FENCED };
