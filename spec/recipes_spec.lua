@@ -4,21 +4,11 @@
 -- checked with worker processes (spec/workers/{lease,rw,multi,dbarrier}.lua)
 -- whose logged intervals are examined afterwards; ordering inside one
 -- process is checked with coroutines under H.run.
---
--- Tests that show a known zklock bug are declared pending with the reason;
--- ZKLOCK_SPEC_KNOWN_BUGS=1 runs them (and they then fail until fixed).
+
 local H = require "spec.helpers"
 local zklock = H.zklock
 
 local unpack = table.unpack or unpack
-
-local function known_bug(name, reason, fn)
-  if os.getenv("ZKLOCK_SPEC_KNOWN_BUGS") then
-    it(name, fn)
-  else
-    pending(name .. " [known zklock bug: " .. reason .. "]")
-  end
-end
 
 -- ---------------------------------------------------------------------------
 -- worker processes that start together behind a gate file
@@ -257,8 +247,25 @@ describe("zklock recipes", function()
       assert.truthy(zk:semaphore(path, 1))
     end)
 
-    it("herd-free: each waiter watches exactly the node n places ahead",
-        function()
+    -- Curator InterProcessSemaphoreV2's layout: acquirers queue on the
+    -- internal lock <path>/locks; leases live under <path>/leases
+    local function queued(c, path)
+      local ok, names = pcall(H.children, c, path .. "/locks")
+      return ok and #names or 0
+    end
+
+    -- Has client c's session made a lease and its watches (a lease node's
+    -- self watch shows in wchc; the children watch on the leases, sent
+    -- just before it, does not show: wchc lists data watches only)?
+    local function waits_on_leases(c, path)
+      for _, p in ipairs(H.watches_by_session(srv)[c:session_id()] or {}) do
+        if p:find(path .. "/leases/", 1, true) == 1 then return true end
+      end
+      return false
+    end
+
+    it("herd-free: only the acquirer holding the internal lock waits on " ..
+        "the leases", function()
       local n, W = 2, 4
       local path = H.path("sem")
       local sem = zk:semaphore(path, n)
@@ -267,8 +274,8 @@ describe("zklock recipes", function()
       for k = 1, W do
         clients[k] = H.connect(srv) -- one fresh session per waiter
         fns[k] = function()
-          -- queue strictly one after the other: waiter k is node n+k
-          while #sem:participants() ~= n + k - 1 do coroutine.yield() end
+          -- queue strictly one after the other
+          while queued(zk, path) ~= k - 1 do coroutine.yield() end
           local l = assert(clients[k]:semaphore(path, n):acquire(30))
           served = served + 1
           l:release()
@@ -276,28 +283,21 @@ describe("zklock recipes", function()
       end
       local checked = false
       H.run(zk, fns, 30, function()
-        if checked then return end
-        local parts = sem:participants()
-        if #parts ~= n + W then return end
-        -- all queued: once each waiter has set its watches, the server
-        -- lists two per waiter session: the node n places ahead, and its
-        -- own (a deletion it did not make must not go unnoticed)
-        local per
-        H.wait_until(function()
-          per = H.watches_by_session(srv)
-          for k = 1, W do
-            local w = per[clients[k]:session_id()]
-            if not w or #w < 2 then return false end
-          end
-          return true
-        end, 10, "every waiter's watch")
-        for k = 1, W do
-          local w = per[clients[k]:session_id()]
-          local want = { parts[k], parts[n + k] }
-          table.sort(w)
-          table.sort(want)
-          assert.same(want, w)
+        if checked or queued(zk, path) ~= W or
+            not waits_on_leases(clients[1], path) then
+          return
         end
+        -- all queued: the first waiter made its lease and waits on the
+        -- leases; every other one only on the internal lock
+        for k = 2, W do
+          assert.is_false(waits_on_leases(clients[k], path))
+          local w = H.watches_by_session(srv)[clients[k]:session_id()] or {}
+          assert.equal(2, #w) -- the node ahead of it, and its own
+          for _, p in ipairs(w) do
+            assert.equal(1, p:find(path .. "/locks/", 1, true))
+          end
+        end
+        assert.equal(n + 1, #sem:participants()) -- n held, one waiting
         checked = true
         held[1]:release()
         held[2]:release()
@@ -308,52 +308,44 @@ describe("zklock recipes", function()
       assert.same({}, sem:participants())
     end)
 
-    known_bug("a lease released out of order goes to a waiter at once",
-      "a waiter watches only the node max_leases places ahead " ..
-      "(src/core/names.c zkl_names_blocker); when another holder releases, the waiter " ..
-      "that moved up to index < max_leases is not woken, so a free lease " ..
-      "stays idle (and waiters starve) until that one holder releases",
-      function()
-        local n = 2
-        local path = H.path("sem")
-        local sem = zk:semaphore(path, n)
-        local a = assert(sem:acquire(5))
-        local b = assert(sem:acquire(5))
-        local wz = H.connect(srv) -- fresh: its watches show in wchc
-        local other = wz:semaphore(path, n)
-        local got, phase, deadline = {}, "queue", nil
-        local fns = {}
-        for k = 1, 2 do
-          fns[k] = function()
-            while #sem:participants() ~= n + k - 1 do coroutine.yield() end
-            local l = assert(other:acquire(20))
-            got[#got + 1] = { waiter = k, while_a_held = a:is_held() }
-            while phase ~= "done" do coroutine.yield() end
-            l:release()
-          end
+    it("a lease released out of order goes to a waiter at once", function()
+      local n = 2
+      local path = H.path("sem")
+      local sem = zk:semaphore(path, n)
+      local a = assert(sem:acquire(5))
+      local b = assert(sem:acquire(5))
+      local wz = H.connect(srv) -- fresh: its watches show in wchc
+      local other = wz:semaphore(path, n)
+      local got, phase, deadline = {}, "queue", nil
+      local fns = {}
+      for k = 1, 2 do
+        fns[k] = function()
+          while queued(zk, path) ~= k - 1 do coroutine.yield() end
+          local l = assert(other:acquire(20))
+          got[#got + 1] = { waiter = k, while_a_held = a:is_held() }
+          while phase ~= "done" do coroutine.yield() end
+          l:release()
         end
-        H.run(wz, fns, 30, function()
-          if phase == "queue" and #sem:participants() == n + 2 then
-            -- queue: a, b | w1 (watches a), w2 (watches b).  b goes: one
-            -- lease is free, and w1 is now within the first n
-            H.wait_until(function()
-              return #(H.watches_by_session(srv)[wz:session_id()] or {})
-                == 2
-            end, 10, "both waiters' watches")
-            b:release()
-            phase, deadline = "freed", H.now() + 5
-          elseif phase == "freed" and (got[1] or H.now() > deadline) then
-            -- (after 5 s give up; a goes so that everyone finishes)
-            phase = "done"
-            a:release()
-          end
-        end)
-        wz:close()
-        assert.equal(2, #got) -- everyone served in the end
-        -- the point: the first was served while `a` was still held
-        assert.is_true(got[1].while_a_held,
-          "the free lease stayed idle until the other holder released")
+      end
+      H.run(wz, fns, 30, function()
+        if phase == "queue" and queued(zk, path) == 2 and
+            waits_on_leases(wz, path) then
+          -- a, b hold; w1 made its lease and waits; w2 waits behind it.
+          -- b (not the oldest) goes: a lease is free
+          b:release()
+          phase, deadline = "freed", H.now() + 5
+        elseif phase == "freed" and (got[1] or H.now() > deadline) then
+          -- (after 5 s give up; a goes so that everyone finishes)
+          phase = "done"
+          a:release()
+        end
       end)
+      wz:close()
+      assert.equal(2, #got) -- everyone served in the end
+      -- the point: the first was served while `a` was still held
+      assert.is_true(got[1].while_a_held,
+        "the free lease stayed idle until the other holder released")
+    end)
   end)
 
   -- -------------------------------------------------------------------------

@@ -136,27 +136,34 @@ function M.revoke(zk, path, max_leases)
   if max_leases ~= nil then check_count(max_leases, 3, "revoke", "max_leases") end
   local c, msg, code = closed(zk)
   if c then return nil, msg, code end
-  local function list(family)
+  local function list(dir, family)
     local names
-    names, msg, code = call_op(zk, zk:session_timeout(), "_children", path,
+    names, msg, code = call_op(zk, zk:session_timeout(), "_children", dir,
       family)
     return names
   end
   -- who holds: the rule each lock attempt applies to itself, in C
-  local holders = list("rw")
+  local dir = path
+  local holders = list(path, "rw")
   if not holders then return nil, msg, code end
   if #holders > 0 then
     holders = core.holders(holders, "rw")
   else
-    local names, family = list("mutex"), "mutex"
+    local names = list(path, "mutex")
     if not names then return nil, msg, code end
-    if #names == 0 then names, family = list("lease") or {}, "lease" end
-    holders = core.holders(names, family, max_leases or 1)
+    if #names > 0 then
+      holders = core.holders(names, "mutex", max_leases or 1)
+    else -- a semaphore's leases (Curator InterProcessSemaphoreV2)
+      dir = path .. "/leases"
+      names = list(dir, "lease")
+      if not names then return nil, msg, code end
+      holders = core.holders(names, "lease", max_leases or 1)
+    end
   end
   for _, n in ipairs(holders) do
     local ok
     ok, msg, code = call_op(zk, zk:session_timeout(), "_set",
-      path .. "/" .. n, "__REVOKE__")
+      dir .. "/" .. n, "__REVOKE__")
     if not ok and code ~= "no_node" then return nil, msg, code end
   end
   return #holders

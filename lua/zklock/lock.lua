@@ -50,8 +50,11 @@ local function new_lock(client, path, fname, kind)
     argerror(1, fname, "zklock client expected")
   end
   check_path(path, 1, fname)
+  -- a semaphore's leases live under <path>/leases, its acquirers queue on
+  -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
+  local dir = kind.kind == "lease" and path .. "/leases" or path
   return box(Lock, {
-    client = client, path = path, kind = kind.kind,
+    client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     single = kind.single,
@@ -75,7 +78,7 @@ arm_callbacks = function(f, own, lock, owner)
     reg = {}
     with_callbacks[f.client] = reg
   end
-  own.key = f.path .. "/" .. node
+  own.key = f.dir .. "/" .. node
   reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
   if f.revoke_fn then own.att:revocable() end
 end
@@ -113,7 +116,9 @@ end
 
 --- A non-reentrant mutex (Curator InterProcessSemaphoreMutex): a second
 -- acquire, even by the holder, waits like anyone else's; any coroutine of
--- the process may release it.  Nodes `_c_<uuid>-lease-<seq>`.
+-- the process may release it.  A semaphore of one lease, on Curator's
+-- nodes: `<path>/locks` (the internal lock) and
+-- `<path>/leases/_c_<uuid>-lease-<seq>`.
 function client_methods:semaphore_mutex(path)
   return new_lock(self, path, "semaphore_mutex",
     { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
@@ -148,11 +153,11 @@ function client_methods:rwlock(path)
   return setmetatable({ read = r, write = w, path = path }, RwLock)
 end
 
--- Take a node in the queue of f's path and wait to hold it.  Returns the
--- held attempt, or nil, msg, code once the node is gone again.
-local function take(f, timeout, ignore)
+-- Take a node in the queue of f's directory and wait to hold it.  Returns
+-- the held attempt, or nil, msg, code once the node is gone again.
+local function take_node(f, timeout, ignore)
   local client = f.client
-  local att = client:_lock(f.path, f.kind, f.max_leases, owner_data(), ignore)
+  local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(), ignore)
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews[client] then
     -- the timer thread is opening a new session: wait for it
@@ -173,6 +178,31 @@ local function take(f, timeout, ignore)
       timeout), "timeout"
   end
   return nil, msg, code
+end
+
+-- A lease (Curator InterProcessSemaphoreV2, docs/design.md section 4.10):
+-- the internal lock <path>/locks lets one acquirer at a time create its
+-- lease and wait, on a children watch of <path>/leases, until at most
+-- max_leases leases exist; then the internal lock goes, without waiting
+-- for the server's word.
+local function take_lease(f, timeout)
+  local deadline = timeout and now() + timeout
+  local gate, msg, code = take_node({ client = f.client, path = f.path,
+    dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
+  if not gate then return nil, msg, code end
+  local left = deadline and deadline - now()
+  local att
+  att, msg, code = take_node(f, left and (left > 0 and left or 0))
+  gate:release()
+  if not att and code == "timeout" then
+    msg = ("timeout: %s not acquired within %gs"):format(f.path, timeout)
+  end
+  return att, msg, code
+end
+
+local function take(f, timeout, ignore)
+  if f.kind == "lease" then return take_lease(f, timeout) end
+  return take_node(f, timeout, ignore)
 end
 
 -- Give a held attempt's node back and wait for the server to confirm.
@@ -287,7 +317,7 @@ end
 function Lock:node()
   local att, f = own_attempt(self, "node")
   local name = att and att:info()
-  return name and f.path .. "/" .. name or nil
+  return name and f.dir .. "/" .. name or nil
 end
 
 -- Every contender of f's path in queue order (child names); `family`
@@ -296,7 +326,7 @@ list_names = function(f, timeout, family)
   local c, msg, code = closed(f.client)
   if c then return nil, msg, code end
   local op
-  op, msg, code = f.client:_children(f.path, family or f.markers)
+  op, msg, code = f.client:_children(f.dir, family or f.markers)
   if not op then return nil, msg, code end
   local st = await(f.client, op, timeout and now() + timeout)
   if st == "timeout" then return nil, "timeout", "timeout" end
@@ -308,7 +338,7 @@ list_participants = function(f, timeout, family)
   local names, msg, code = list_names(f, timeout, family)
   if not names then return nil, msg, code end
   local out = {}
-  for i = 1, #names do out[i] = f.path .. "/" .. names[i] end
+  for i = 1, #names do out[i] = f.dir .. "/" .. names[i] end
   return out
 end
 
@@ -364,7 +394,7 @@ function Lock:fenced_set(path, data, timeout)
     return nil, "lock lost", "lock_lost"
   end
   local v, zxid, code = call_op(f.client, timeout or
-    f.client:session_timeout(), "_fenced", f.path .. "/" .. node, path, data)
+    f.client:session_timeout(), "_fenced", f.dir .. "/" .. node, path, data)
   if v then return v, zxid end
   if code == "session_expired" then
     return nil, "lock lost: session expired", "lock_lost"

@@ -22,9 +22,12 @@ Semaphore.__index = Semaphore
 local Lease = { __name = "zklock.lease" }
 Lease.__index = Lease
 
---- A counting semaphore: at most `max_leases` holders at once, herd-free
--- (each waiter watches the node `max_leases` places ahead of it).  Nodes
--- `_c_<uuid>-lease-<seq>`.
+--- A counting semaphore (Curator InterProcessSemaphoreV2, on its nodes): at
+-- most `max_leases` holders at once.  Acquirers queue on the internal lock
+-- `<path>/locks`; the one that holds it creates its lease
+-- `<path>/leases/_c_<uuid>-lease-<seq>` and waits, alone (herd-free), on
+-- a children watch of `<path>/leases` until at most `max_leases` leases
+-- exist, whatever order they were released in.
 function client_methods:semaphore(path, max_leases)
   if not core.is_client(self) then
     argerror(1, "semaphore", "zklock client expected")
@@ -98,7 +101,7 @@ end
 function Lease:node()
   local l = lease_fields(self, "node")
   local name = not l.released and l.att:info()
-  return name and l.sem.path .. "/" .. name or nil
+  return name and l.sem.f.dir .. "/" .. name or nil
 end
 
 function Lease.__close(self)
@@ -150,7 +153,8 @@ function Semaphore:token()
   return l and l:token()
 end
 
---- Lease holders and waiters in queue order, as full node paths.
+--- Lease nodes in sequence order, as full node paths: the holders, and
+-- the acquirer waiting for a lease to free, if any (its node is last).
 -- @return array, or nil, message, code
 function Semaphore:participants(timeout)
   return sem_fields(self, "participants").lock:participants(timeout)

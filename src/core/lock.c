@@ -23,12 +23,12 @@
 
 #include "lock.h"
 
-static void lock_list(zkl_lock *l);
-static void lock_delete(zkl_lock *l);
+void lock_list(zkl_lock *l);
+void lock_delete(zkl_lock *l);
 
 /* ---- the task's own parts ----------------------------------------------- */
 
-static void lock_free(zkl_task *t) {
+void lock_free(zkl_task *t) {
   zkl_lock *l = LOCK(t);
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
   free(l);
@@ -48,7 +48,7 @@ static char *lock_nodepath(const zkl_lock *l) {
 }
 
 /* A hold ends without its owner's word: on_lost callbacks are queued. */
-static void lock_lost_event(zkl_lock *l) {
+void lock_lost_event(zkl_lock *l) {
   if (l->lost) return;
   l->lost = 1;
   if (l->node) {
@@ -61,7 +61,7 @@ static void lock_lost_event(zkl_lock *l) {
 
 /* The lock can no longer be had: finish as DONE when it was given up, as
  * FAILED with the error otherwise.  A dead session took our node along. */
-static void lock_finish(zkl_task *t, int rc, const char *what_) {
+void lock_finish(zkl_task *t, int rc, const char *what_) {
   zkl_lock *l = LOCK(t);
   char what[256]; /* what_ may be l->node or the watch, freed below */
   snprintf(what, sizeof what, "%s", what_ ? what_ : "");
@@ -91,9 +91,9 @@ static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
 
 /* ---- create, parents, list ---------------------------------------------- */
 
-static void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
+void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
 
-static void lock_parents(zkl_lock *l) {
+void lock_parents(zkl_lock *l) {
   l->state = L_PARENTS;
   zkl_task_parents(&l->t, l->t.path, 1); /* the directory too */
 }
@@ -172,7 +172,7 @@ static const char REVOKE[] = "__REVOKE__";
 /* Our node is gone, and we did not delete it: a hold is lost (as on an
  * expiry); a queued attempt queues again with a new node (within the
  * caller's deadline).  (docs/design.md, section 4.5) */
-static void lock_node_gone(zkl_lock *l) {
+void lock_node_gone(zkl_lock *l) {
   if (l->state == L_HELD) {
     lock_lost_event(l);
     lock_set_node(l, NULL);
@@ -235,7 +235,53 @@ void lock_watch_self(zkl_lock *l) {
 
 /* ---- where we stand in the queue ---------------------------------------- */
 
-static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
+/* We hold: the acquirer may go on now.  The self watch is sent after that
+ * wake-up (nothing is lost meanwhile: a node deleted before the watch is
+ * set answers the get with "no node"). */
+static void lock_hold(zkl_lock *l) {
+  l->state = L_HELD;
+  zkl_task_set_watch(&l->t, NULL);
+  zkl_client_kick(l->t.c); /* probes and the lost deadline start */
+  zkl_task_notify(&l->t);
+  /* (not sent yet for this node, or revocable: its data is read again) */
+  if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
+}
+
+static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
+                          int watched);
+
+static void lock_dir_cb(int rc, const struct String_vector *sv,
+                        const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->state == L_WATCHING) {
+    if (rc == ZOK) lock_evaluate(l, sv, 1);
+    else if (rc == ZNONODE) lock_list(l); /* (finds our node gone too) */
+    else zkl_task_trouble(&l->t, rc, l->t.path);
+  }
+  zkl_task_leave(r);
+}
+
+/* A lease waits on a children watch of its directory: any lease released,
+ * in whatever order, wakes it within a round trip (docs/design.md,
+ * section 4.10).  The listing that sets the watch is evaluated too. */
+void lock_watch_dir(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  l->t.epoch++;
+  l->state = L_WATCHING;
+  l->t.redo = 0;
+  zkl_task_set_watch(&l->t, strdup(l->t.path));
+  r = l->t.watch ? lock_req(l, R_LIST) : NULL;
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, lock_dir_cb, r)
+         : ZSYSTEMERROR;
+  lock_sent(l, r, rc, l->t.path);
+}
+
+/* Where a listing puts us: held, or waiting (watched: the listing came
+ * with a watch, which is set already). */
+static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
+                          int watched) {
   zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
   int n, idx, b;
   if (!e) { lock_finish(&l->t, ZSYSTEMERROR, "out of memory"); return; }
@@ -249,17 +295,21 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv) {
     if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
     return;
   }
+  if (l->kind == ZKL_KIND_LEASE) {
+    /* Curator InterProcessSemaphoreV2: every child of the leases
+     * directory counts, ours included */
+    free(e);
+    if (sv->count <= l->max_leases) {
+      lock_hold(l);
+    } else if (!watched) {
+      lock_watch_dir(l); /* (first: its watch is set before the self get's) */
+      if (l->self_gen != l->self_armed) lock_watch_self(l);
+    }
+    return;
+  }
   b = zkl_names_blocker(l->kind, l->max_leases, e, idx, l->ignore);
   if (b < 0) {
-    l->state = L_HELD;
-    zkl_task_set_watch(&l->t, NULL);
-    zkl_client_kick(l->t.c); /* probes and the lost deadline start */
-    /* the acquirer may go on now; the self watch is sent after that wake-
-     * up (nothing is lost meanwhile: a node deleted before the watch is
-     * set answers the get with "no node") */
-    zkl_task_notify(&l->t);
-    /* (not sent yet for this node, or revocable: its data is read again) */
-    if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
+    lock_hold(l);
   } else {
     zkl_req *r;
     int rc;
@@ -326,7 +376,7 @@ static void lock_list_cb(int rc, const struct String_vector *sv,
    * create's reply moved us to LISTING, or to a newer epoch) */
   if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
     if (rc == ZOK && l->state == L_RECOVER) lock_recovered(l, sv);
-    else if (rc == ZOK) lock_evaluate(l, sv);
+    else if (rc == ZOK) lock_evaluate(l, sv, 0);
     else if (rc == ZNONODE && l->state == L_RECOVER) /* nothing was made */
       l->abandon ? lock_finish(&l->t, ZOK, NULL) : lock_create(l);
     else if (rc == ZNONODE) lock_finish(&l->t, rc, l->t.path);
@@ -342,7 +392,7 @@ static void lock_sync_cb(int rc, const char *value, const void *data) {
   zkl_task_leave(r);
 }
 
-static void lock_list(zkl_lock *l) {
+void lock_list(zkl_lock *l) {
   zkl_req *r;
   int rc;
   if (l->state != L_CREATING) {
@@ -386,7 +436,7 @@ static void lock_delete_cb(int rc, const void *data) {
   zkl_task_leave(r);
 }
 
-static void lock_delete(zkl_lock *l) {
+void lock_delete(zkl_lock *l) {
   zkl_req *r;
   char *full;
   int rc;
@@ -427,89 +477,3 @@ void lock_release_locked(zkl_lock *l) {
    * must outlive its Lua box until the node is gone */
   if (l->state != L_DONE && l->state != L_FAILED) zkl_task_keep(&l->t);
 }
-
-/* ---- what the session tells us ------------------------------------------ */
-
-static void lock_on_connected(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
-  switch (l->state) {
-  case L_PARENTS: if (l->t.redo) lock_parents(l); break;
-  case L_CREATING: if (l->t.redo && !l->create_out) lock_create(l); break;
-  case L_LISTING: case L_WATCHING:
-    lock_watch_self(l); /* (the last one may have been cut unsent) */
-    /* fall through */
-  case L_RECOVER:
-    /* watches survive a reconnect, but a fresh listing costs one request
-     * and covers anything missed */
-    lock_list(l);
-    break;
-  case L_DELETING: if (l->t.redo) lock_delete(l); break;
-  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
-  default: break;
-  }
-}
-
-static void lock_on_expired(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
-  if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
-    return;
-  if (l->state == L_HELD) lock_lost_event(l);
-  l->create_out = 0;
-  lock_finish(t, ZSESSIONEXPIRED, NULL);
-}
-
-static int lock_on_watch(zkl_task *t, int type, const char *path) {
-  zkl_lock *l = LOCK(t);
-  size_t n;
-  if (zkl_task_watches(t, path)) {
-    /* deleted, or changed (which used the watch up): look again */
-    if (l->state == L_WATCHING) lock_list(l);
-    return ZKL_ABOUT_WAITED;
-  }
-  /* our node: path == l->path + "/" + l->node */
-  n = strlen(t->path);
-  if (!l->node || strncmp(path, t->path, n) != 0 || path[n] != '/' ||
-      strcmp(path + n + 1, l->node) != 0)
-    return ZKL_ABOUT_NONE;
-  if (l->state != L_HELD && l->state != L_LISTING && l->state != L_WATCHING)
-    return ZKL_ABOUT_OWN_QUIET; /* (our own delete, or a reply says it) */
-  if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
-  else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
-  return ZKL_ABOUT_OWN;
-}
-
-static void lock_on_closing(zkl_task *t, zkl_req *r) {
-  zkl_lock *l = LOCK(t);
-  if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
-  if (t->epoch == r->epoch && l->state != L_DONE && l->state != L_FAILED)
-    lock_finish(t, ZCLOSING, NULL);
-}
-
-static void lock_on_closed(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
-  if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
-    if (t->selfref) { t->selfref = 0; zkl_task_unref(t); }
-    return;
-  }
-  lock_finish(t, ZCLOSING, NULL);
-}
-
-/* The timer thread: the server may have expired us.  The hold is over,
- * whatever comes; if the session lives after all, our node must not
- * outlive our belief. */
-static int lock_check_lost(zkl_task *t, double now, double deadline) {
-  zkl_lock *l = LOCK(t);
-  if (l->state != L_HELD || l->lost) return 0;
-  if (now < deadline) return 1;
-  lock_lost_event(l);
-  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
-  zkl_task_notify(t);
-  return 0;
-}
-
-const zkl_task_class zkl_lock_class = {
-  "lock", lock_on_connected, lock_on_expired, lock_on_watch,
-  lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
-  lock_parents_made, lock_free
-};
-

@@ -39,10 +39,19 @@ struct zkl_lock {
 
 extern const zkl_task_class zkl_lock_class;
 
-/* lock.c, with the client's mutex held */
+/* lock.c's moves, with the client's mutex held */
+void lock_parents(zkl_lock *l);       /* make the directory and its parents */
+void lock_parents_made(zkl_task *t);
 void lock_create(zkl_lock *l);        /* queue: create our node */
+void lock_list(zkl_lock *l);          /* list the directory, evaluate */
+void lock_watch_dir(zkl_lock *l);     /* a lease: watch the directory */
 void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
+void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
+void lock_delete(zkl_lock *l);        /* our node goes, then done */
 void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
+void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */
+void lock_finish(zkl_task *t, int rc, const char *what);
+void lock_free(zkl_task *t);
 
 #pragma GCC visibility pop
 

@@ -1,0 +1,96 @@
+/* What the session tells a lock attempt: reconnected, expired, a watch
+ * fired, a request dropped on close, closed, and (the timer thread) that
+ * the server may no longer know the hold.  The class the session calls
+ * the attempt through (zkl_lock_class); the moves are lock.c's. */
+#include <string.h>
+
+#include "lock.h"
+
+/* ---- what the session tells us ------------------------------------------ */
+
+static void lock_on_connected(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  switch (l->state) {
+  case L_PARENTS: if (l->t.redo) lock_parents(l); break;
+  case L_CREATING: if (l->t.redo && !l->create_out) lock_create(l); break;
+  case L_LISTING: case L_WATCHING:
+    lock_watch_self(l); /* (the last one may have been cut unsent) */
+    /* fall through */
+  case L_RECOVER:
+    /* watches survive a reconnect, but a fresh listing costs one request
+     * and covers anything missed */
+    lock_list(l);
+    break;
+  case L_DELETING: if (l->t.redo) lock_delete(l); break;
+  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
+  default: break;
+  }
+}
+
+static void lock_on_expired(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
+    return;
+  if (l->state == L_HELD) lock_lost_event(l);
+  l->create_out = 0;
+  lock_finish(t, ZSESSIONEXPIRED, NULL);
+}
+
+static int lock_on_watch(zkl_task *t, int type, const char *path) {
+  zkl_lock *l = LOCK(t);
+  size_t n;
+  if (zkl_task_watches(t, path)) {
+    /* deleted, or changed (which used the watch up): look again */
+    if (l->state == L_WATCHING && l->kind == ZKL_KIND_LEASE)
+      lock_watch_dir(l); /* (its listing re-arms the watch) */
+    else if (l->state == L_WATCHING)
+      lock_list(l);
+    return ZKL_ABOUT_WAITED;
+  }
+  /* our node: path == l->path + "/" + l->node */
+  n = strlen(t->path);
+  if (!l->node || strncmp(path, t->path, n) != 0 || path[n] != '/' ||
+      strcmp(path + n + 1, l->node) != 0)
+    return ZKL_ABOUT_NONE;
+  if (l->state != L_HELD && l->state != L_LISTING && l->state != L_WATCHING)
+    return ZKL_ABOUT_OWN_QUIET; /* (our own delete, or a reply says it) */
+  if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
+  else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
+  return ZKL_ABOUT_OWN;
+}
+
+static void lock_on_closing(zkl_task *t, zkl_req *r) {
+  zkl_lock *l = LOCK(t);
+  if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
+  if (t->epoch == r->epoch && l->state != L_DONE && l->state != L_FAILED)
+    lock_finish(t, ZCLOSING, NULL);
+}
+
+static void lock_on_closed(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
+    if (t->selfref) { t->selfref = 0; zkl_task_unref(t); }
+    return;
+  }
+  lock_finish(t, ZCLOSING, NULL);
+}
+
+/* The timer thread: the server may have expired us.  The hold is over,
+ * whatever comes; if the session lives after all, our node must not
+ * outlive our belief. */
+static int lock_check_lost(zkl_task *t, double now, double deadline) {
+  zkl_lock *l = LOCK(t);
+  if (l->state != L_HELD || l->lost) return 0;
+  if (now < deadline) return 1;
+  lock_lost_event(l);
+  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
+  zkl_task_notify(t);
+  return 0;
+}
+
+const zkl_task_class zkl_lock_class = {
+  "lock", lock_on_connected, lock_on_expired, lock_on_watch,
+  lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
+  lock_parents_made, lock_free
+};
+
