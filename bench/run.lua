@@ -9,6 +9,8 @@ local testing = require "zklock.testing"
 local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 3
 local CYCLES = tonumber(os.getenv("BENCH_CYCLES")) or 1000
 local C, M = 8, tonumber(os.getenv("BENCH_C8_CYCLES")) or 150
+local SEM_CYCLES = tonumber(os.getenv("BENCH_SEM_CYCLES")) or 500
+local LEASES = 2 -- the contended semaphore: C contenders, LEASES leases
 local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 
 local function pct(lat, p)
@@ -123,6 +125,46 @@ local ok, err = pcall(function()
     end)
     print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
       :format(z / cur))
+  end
+
+  -- semaphores (Curator InterProcessSemaphoreV2's protocol on both sides):
+  -- one client's lease cycle, then C contenders for LEASES leases
+  zk = assert(zklock.connect(hosts))
+  local sem = zk:semaphore("/bench/s1", LEASES)
+  assert(sem:acquire()):release() -- parents exist, code is warm
+  local s1 = { lat = {} }
+  local t0 = core.now()
+  for i = 1, SEM_CYCLES do
+    local a = core.now()
+    assert(sem:acquire()):release()
+    s1.lat[i] = core.now() - a
+  end
+  local srate = line("zklock.semaphore.uncontended", SEM_CYCLES,
+    core.now() - t0, s1.lat)
+  zk:close()
+  if JAVA_CP then
+    local fh = assert(io.popen(("java -cp %s CuratorPeer sembench %s " ..
+      "/bench/cs1 %d %d"):format(JAVA_CP, hosts, LEASES, SEM_CYCLES)))
+    local out = fh:read("*a")
+    fh:close()
+    io.write(out)
+    local cur = tonumber(out:match("ops_per_s=(%S+)"))
+    if cur then
+      print(("ratio zklock.semaphore.uncontended/curator.semaphore." ..
+        "uncontended=%.2f"):format(srate / cur))
+    end
+  end
+  local name = ("semaphore.c%dl%d"):format(C, LEASES)
+  local zs = c8("zklock." .. name, function(gate, out)
+    return ("%s bench/worker.lua %s /bench/sc8 %d %s %s %d"):format(lua, hosts,
+      M, gate, out, LEASES)
+  end)
+  if JAVA_CP then
+    local cur = c8("curator." .. name, function(gate, out)
+      return ("java -cp %s CuratorPeer sembench %s /bench/csc8 %d %d %s %s")
+        :format(JAVA_CP, hosts, LEASES, M, gate, out)
+    end)
+    print(("ratio zklock.%s/curator.%s=%.2f"):format(name, name, zs / cur))
   end
 end)
 srv:close()

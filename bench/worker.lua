@@ -1,13 +1,22 @@
--- One benchmark client: `worker.lua hosts path cycles gate [outfile]`.
--- Waits for the gate file, then does `cycles` acquire+release cycles and
--- writes "start end" then one acquire latency (seconds) per line.
+-- One benchmark client: `worker.lua hosts path cycles gate [outfile
+-- [leases]]`.  Waits for the gate file, then does `cycles` acquire+release
+-- cycles of a mutex (or of a semaphore of `leases`) and writes "start end"
+-- then one acquire latency (seconds) per line.
 local zklock = require "zklock"
 local core = require "zklock.core"
 local W = dofile("spec/workers/common.lua")
-local hosts, path, cycles, gate, out = ...
+local hosts, path, cycles, gate, out, leases = ...
 cycles = tonumber(cycles)
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local m = zk:mutex(path)
+if leases then -- a semaphore's lease per cycle, through the same calls
+  local sem = zk:semaphore(path, tonumber(leases))
+  local lease
+  m = {
+    acquire = function(_, t) lease = sem:acquire(t); return lease end,
+    release = function() return lease:release() end,
+  }
+end
 W.wait_gate(gate) -- start together
 local lat = {}
 local t0 = core.now()

@@ -11,6 +11,15 @@ local H = {}
 H.now = core.now
 --- The interpreter running this suite, for worker processes.
 H.lua = os.getenv("ZKLOCK_LUA") or (jit and "luajit" or "lua5.4")
+
+--- Both runtimes, for specs that mix them: { lua, cpath } each; under a
+-- sanitizer (LD_PRELOAD) only this one, with its own build.
+function H.runtimes()
+  local own = { H.lua, os.getenv("LUA_CPATH") or package.cpath }
+  if os.getenv("LD_PRELOAD") then return { own, own } end
+  return { { "lua5.4", "./build/lua5.4/?.so" },
+    { "luajit", "./build/luajit/?.so" } }
+end
 H.is54 = _VERSION == "Lua 5.4"
 
 local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
@@ -146,6 +155,12 @@ end
 --- Start `H.lua script args...` in the background; its exit status lands
 -- in a file, so waiting never depends on who reaps it.
 function H.spawn(script, ...)
+  return H.spawn_lua(H.lua, os.getenv("LUA_CPATH") or package.cpath, script,
+    ...)
+end
+
+--- H.spawn with another interpreter and cpath.
+function H.spawn_lua(lua, cpath, script, ...)
   local args = { script }
   for i = 1, select("#", ...) do
     args[#args + 1] = ("'%s'"):format(tostring((select(i, ...))))
@@ -153,8 +168,7 @@ function H.spawn(script, ...)
   local done = H.tmpname("done")
   local out = H.tmpname("out")
   local cmd = ("LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='%s' " ..
-    "%s %s >%s 2>&1; echo \\$? >%s"):format(
-    os.getenv("LUA_CPATH") or (package.cpath), H.lua,
+    "%s %s >%s 2>&1; echo \\$? >%s"):format(cpath, lua,
     table.concat(args, " "), out, done)
   local fh = assert(io.popen(("sh -c \"%s\" >/dev/null 2>&1 & echo $!"):format(
     cmd:gsub('"', '\\"'))))

@@ -162,7 +162,15 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
 
   -- N peer and M zklock processes run the shared-counter checker on one
   -- path, started together through a gate once all are connected.
-  local function run_counter(kind, n_peer, n_zkl, cycles)
+  -- zklock workers alternate between Lua 5.4 and LuaJIT
+  local function zkl_worker(i, script, ...)
+    local rt = H.runtimes()[(i - 1) % 2 + 1]
+    return track(H.spawn_lua(rt[1], rt[2], script, ...))
+  end
+
+  -- sem: Curator InterProcessSemaphoreMutex and zklock's semaphore_mutex
+  -- instead of the mutexes
+  local function run_counter(kind, n_peer, n_zkl, cycles, sem)
     local path = H.path("interop-" .. kind)
     local file = H.tmpname("counter")
     H.write(file, "0")
@@ -173,13 +181,13 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
       local log = H.tmpname("log")
       list[#list + 1] = { who = kind, log = log,
         p = peer(kind, "counter", srv.connect_string, path, file, log, cycles,
-          gate) }
+          gate, sem and "semmutex" or "mutex") }
     end
-    for _ = 1, n_zkl do
+    for i = 1, n_zkl do
       local log = H.tmpname("log")
       list[#list + 1] = { who = "zklock", log = log,
-        p = worker("spec/workers/counter.lua", srv.connect_string, path, file,
-          log, cycles, "lock", gate) }
+        p = zkl_worker(i, "spec/workers/counter.lua", srv.connect_string,
+          path, file, log, cycles, sem and "semmutex" or "lock", gate) }
     end
     wait_connected(base, list)
     local t0 = now()
@@ -215,6 +223,53 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
       assert.is_true(r.cross > 0, "zklock and " .. kind .. " never alternated")
     end)
   end
+
+  -- Curator InterProcessSemaphoreV2's layout and protocol, shared
+  it("Curator InterProcessSemaphoreMutex and zklock semaphore_mutex " ..
+      "(Lua 5.4 and LuaJIT) exclude each other: 2+2 processes x 50 " ..
+      "cycles, exact count, no overlap", function()
+    local r = run_counter("curator", 2, 2, 50, true)
+    assert.equal(200, r.n)
+    assert.equal(0, r.overlaps)
+    assert.equal(200, r.count)
+    assert.is_true(r.cross > 0, "zklock and Curator never alternated")
+  end)
+
+  it("Curator InterProcessSemaphoreV2 and zklock semaphores (Lua 5.4 and " ..
+      "LuaJIT) share 2 leases: never more, and both kinds at once",
+      function()
+    local path = H.path("interop-sem")
+    local gate = H.tmpname("gate")
+    local base = connections()
+    local list, CYCLES = {}, 15
+    for i = 1, 2 do
+      local log = H.tmpname("log")
+      list[#list + 1] = { who = "curator", log = log,
+        p = curator("sem", srv.connect_string, path, 2, log, CYCLES, 30, gate) }
+      log = H.tmpname("log")
+      list[#list + 1] = { who = "zklock", log = log,
+        p = zkl_worker(i, "spec/workers/lease.lua", srv.connect_string, path,
+          2, log, CYCLES, gate, 0.03) }
+    end
+    wait_connected(base, list)
+    H.write(gate, "go")
+    for _, w in ipairs(list) do wait_ok(w.p, w.who .. " semaphore worker", 180) end
+    os.remove(gate)
+    local iv, spans, mixed = intervals_of(list), {}, false
+    for i, x in ipairs(iv) do
+      spans[i] = { x.s, x.e }
+      for j = 1, i - 1 do -- (sorted by start)
+        local y = iv[j]
+        if y.e > x.s and y.who ~= x.who then mixed = true end
+      end
+    end
+    local max = H.max_overlap(spans)
+    assert.equal(4 * CYCLES, #iv) -- every acquirer was served
+    assert.is_true(max <= 2, "leases held at once: " .. max)
+    assert.equal(2, max)
+    assert.is_true(mixed, "a Curator and a zklock lease were never held " ..
+      "at the same time")
+  end)
 
   -- (c)
   local NODE = {

@@ -927,6 +927,30 @@ describe("zklock recipes", function()
       assert.same({}, m:participants())
     end)
 
+    it("reaches semaphore holders on Curator's leases", function()
+      local path = H.path("revoke")
+      -- a semaphore mutex's holder hears it, like a mutex's
+      local sm = zk:semaphore_mutex(path):on_revoke(function(l)
+        assert.is_true(l:release())
+      end)
+      assert(sm:acquire(5))
+      assert.equal(1, zklock.revoke(zk2, path))
+      assert.equal(1, zk:dispatch(5))
+      assert.is_false(sm:is_held())
+      assert.same({}, sm:participants())
+      -- the holders of a semaphore of 2: both leases are asked
+      local spath = H.path("revoke")
+      local sem = zk:semaphore(spath, 2)
+      local a, b = assert(sem:acquire(5)), assert(sem:acquire(5))
+      assert.equal(2, zklock.revoke(zk2, spath, 2))
+      for _, l in ipairs { a, b } do
+        assert.equal("__REVOKE__", (zk2:get(l:node())))
+      end
+      assert.is_true(a:release())
+      assert.is_true(b:release())
+      assert.equal(0, zklock.revoke(zk2, spath, 2))
+    end)
+
     it("revoke returns 0 for a free lock", function()
       local path = H.path("revoke")
       assert.equal(0, zklock.revoke(zk2, path)) -- never used

@@ -180,14 +180,17 @@ local function finish(lock, ok, ...)
   return ...
 end
 
-local function run(lock, timeout, fn, ...)
-  local held, msg, code = lock:acquire(timeout)
+local function run(lock, timeout, opts, fn, ...)
+  local held, msg, code = lock:acquire(timeout, opts)
   if not held then return nil, msg, code end
   return finish(lock, pcall(fn, ...))
 end
 
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
--- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`
+-- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`, or
+-- `zklock.with_lock(lock, { timeout =, max_hold = }, fn, ...)`; a hold
+-- lost meanwhile (its max_hold ran out, say) makes it return nil, msg,
+-- "lock_lost" after fn.
 -- @return fn's results, or nil, message, code when not acquired
 function M.with_lock(lock, a, ...)
   local mt = getmetatable(lock)
@@ -195,12 +198,19 @@ function M.with_lock(lock, a, ...)
       or type(mt.__index) ~= "table" or not mt.__index.acquire then
     argerror(1, "with_lock", "zklock lock expected, got " .. type(lock))
   end
-  if type(a) == "function" then return run(lock, nil, a, ...) end
-  check_timeout(a, 2, "with_lock")
+  if type(a) == "function" then return run(lock, nil, nil, a, ...) end
+  local timeout, opts = a, nil
+  if type(a) == "table" then -- { timeout =, max_hold = }
+    timeout, opts = a.timeout, a
+    check_timeout(timeout, 2, "with_lock")
+    L.check_opts(opts, 2, "with_lock")
+  else
+    check_timeout(a, 2, "with_lock")
+  end
   if type((...)) ~= "function" then
     argerror(3, "with_lock", "function expected, got " .. type((...)))
   end
-  return run(lock, a, ...)
+  return run(lock, timeout, opts, ...)
 end
 
 --- Counters of this client: `requests` sent, `watch_events` received,

@@ -35,8 +35,12 @@ local function fields(self, fname)
   return R.checked(self, Lock, fname, "lock")
 end
 
+-- The participant id a client writes into its nodes: connect's `id`, or
+-- "zklock HOST pid N".
 local HOST
-local function owner_data()
+local function owner_data(client)
+  local id = R.ids[client]
+  if id then return id end
   if not HOST then
     local fh = io.open("/proc/sys/kernel/hostname")
     HOST = fh and fh:read("*l") or "localhost"
@@ -45,11 +49,27 @@ local function owner_data()
   return ("zklock %s pid %d"):format(HOST, core.pid())
 end
 
-local function new_lock(client, path, fname, kind)
+-- opts (argument n of fname): nil or { max_hold = seconds > 0 }; returns
+-- its max_hold.
+local function check_opts(opts, n, fname)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then
+    argerror(n, fname, "table of options expected, got " .. type(opts))
+  end
+  local mh = opts.max_hold
+  if mh ~= nil and (type(mh) ~= "number" or not (mh > 0 and mh < 1e9)) then
+    argerror(n, fname, "max_hold must be a number of seconds > 0")
+  end
+  return mh
+end
+L.check_opts = check_opts
+
+local function new_lock(client, path, fname, kind, opts, n)
   if not core.is_client(client) then
     argerror(1, fname, "zklock client expected")
   end
   check_path(path, 1, fname)
+  local max_hold = check_opts(opts, n or 2, fname)
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
@@ -57,15 +77,16 @@ local function new_lock(client, path, fname, kind)
     client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
-    single = kind.single,
+    single = kind.single, max_hold = max_hold,
   })
 end
 
 --- A reentrant mutex (Curator InterProcessMutex): node `_c_<uuid>-lock-<seq>`.
 -- @string path lock directory
-function client_methods:mutex(path)
+-- @tparam[opt] table opts `max_hold`: the default for every acquire
+function client_methods:mutex(path, opts)
   return new_lock(self, path, "mutex",
-    { kind = "mutex", markers = "mutex", name = "zklock.mutex" })
+    { kind = "mutex", markers = "mutex", name = "zklock.mutex" }, opts)
 end
 
 -- Register a hold for its callbacks; a revocable one has C watch the
@@ -119,10 +140,10 @@ end
 -- the process may release it.  A semaphore of one lease, on Curator's
 -- nodes: `<path>/locks` (the internal lock) and
 -- `<path>/leases/_c_<uuid>-lease-<seq>`.
-function client_methods:semaphore_mutex(path)
+function client_methods:semaphore_mutex(path, opts)
   return new_lock(self, path, "semaphore_mutex",
     { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
-      single = true })
+      single = true }, opts)
 end
 
 local RwLock = { __name = "zklock.rwlock" }
@@ -143,11 +164,11 @@ end
 -- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
 -- and holds back readers that come after it; the write holder may also take
 -- the read lock; a read holder asking for the write lock is refused.
-function client_methods:rwlock(path)
+function client_methods:rwlock(path, opts)
   local r = new_lock(self, path, "rwlock",
-    { kind = "read", markers = "rw", name = "zklock.rwlock.read" })
+    { kind = "read", markers = "rw", name = "zklock.rwlock.read" }, opts)
   local w = new_lock(self, path, "rwlock",
-    { kind = "write", markers = "rw", name = "zklock.rwlock.write" })
+    { kind = "write", markers = "rw", name = "zklock.rwlock.write" }, opts)
   local rf, wf = unbox(r), unbox(w)
   rf.partner, wf.partner = wf, rf
   return setmetatable({ read = r, write = w, path = path }, RwLock)
@@ -155,9 +176,10 @@ end
 
 -- Take a node in the queue of f's directory and wait to hold it.  Returns
 -- the held attempt, or nil, msg, code once the node is gone again.
-local function take_node(f, timeout, ignore)
+local function take_node(f, timeout, ignore, max_hold)
   local client = f.client
-  local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(), ignore)
+  local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(client),
+    ignore, max_hold)
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews[client] then
     -- the timer thread is opening a new session: wait for it
@@ -185,14 +207,15 @@ end
 -- lease and wait, on a children watch of <path>/leases, until at most
 -- max_leases leases exist; then the internal lock goes, without waiting
 -- for the server's word.
-local function take_lease(f, timeout)
+local function take_lease(f, timeout, max_hold)
   local deadline = timeout and now() + timeout
   local gate, msg, code = take_node({ client = f.client, path = f.path,
     dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
   if not gate then return nil, msg, code end
   local left = deadline and deadline - now()
   local att
-  att, msg, code = take_node(f, left and (left > 0 and left or 0))
+  att, msg, code = take_node(f, left and (left > 0 and left or 0), nil,
+    max_hold)
   gate:release()
   if not att and code == "timeout" then
     msg = ("timeout: %s not acquired within %gs"):format(f.path, timeout)
@@ -200,9 +223,11 @@ local function take_lease(f, timeout)
   return att, msg, code
 end
 
-local function take(f, timeout, ignore)
-  if f.kind == "lease" then return take_lease(f, timeout) end
-  return take_node(f, timeout, ignore)
+-- max_hold: seconds the hold may last (nil: f's default, if any)
+local function take(f, timeout, ignore, max_hold)
+  max_hold = max_hold or f.max_hold
+  if f.kind == "lease" then return take_lease(f, timeout, max_hold) end
+  return take_node(f, timeout, ignore, max_hold)
 end
 
 -- Give a held attempt's node back and wait for the server to confirm.
@@ -217,10 +242,14 @@ end
 
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
 -- The same coroutine may acquire again: it then must release as often.
+-- `opts.max_hold` (seconds; default: the constructor's): the hold ends by
+-- itself then, as a lost one (`is_held()` false, `on_lost`, node deleted,
+-- `release()` answers `lock_lost`), counted from the first acquire.
 -- @return the lock, or nil, message, code ("timeout", ...)
-function Lock:acquire(timeout)
+function Lock:acquire(timeout, opts)
   local f = fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
+  local max_hold = check_opts(opts, 2, "acquire")
   local client = f.client
   local c, msg, code = closed(client)
   if c then return nil, msg, code end
@@ -245,7 +274,7 @@ function Lock:acquire(timeout)
   end
   local downgrade = ignore ~= nil
   local att
-  att, msg, code = take(f, timeout, ignore)
+  att, msg, code = take(f, timeout, ignore, max_hold)
   if not att then return nil, msg, code end
   -- (nothing in `own` may refer to co: LuaJIT's weak keys are not
   -- ephemerons, and a hold of a coroutine that is gone must be collectable)
@@ -342,14 +371,39 @@ list_participants = function(f, timeout, family)
   return out
 end
 
---- Contenders in queue order (first = holder), as full node paths.  As in
--- Curator, `rw.read` and `rw.write` list the nodes of their own kind;
--- `rw:participants()` lists both.
+-- Records { node, id, token, session } of f's holders, or of every
+-- contender (all), in queue order: one listing and the gets behind it.
+local function records(f, timeout, all)
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  local family, which = f.markers, nil
+  if f.partner then family, which = "rw", f.kind end
+  return call_op(f.client, timeout or f.client:session_timeout(), "_holders",
+    f.dir, family, f.max_leases, which, all)
+end
+L.records = records
+
+--- Contenders in queue order (first = holder), as full node paths; with
+-- `detail`, as records `{ node =, id =, token =, session = }` (see
+-- `holders`).  As in Curator, `rw.read` and `rw.write` list the nodes of
+-- their own kind; `rw:participants()` lists both.
 -- @return array, or nil, message, code
-function Lock:participants(timeout)
+function Lock:participants(timeout, detail)
   local f = fields(self, "participants")
   timeout = check_timeout(timeout, 1, "participants")
+  if detail then return records(f, timeout, true) end
   return list_participants(f, timeout, f.partner and f.kind)
+end
+
+--- The current holder(s), in order, as records: `node` (full path), `id`
+-- (the participant id its creator wrote: connect's `id` option for
+-- zklock, Curator's node data for Curator), `token` (the node's czxid) and
+-- `session` (hex id of the owning session).  One listing and the gets
+-- piped behind it.  @return array (empty when free), or nil, msg, code
+function Lock:holders(timeout)
+  local f = fields(self, "holders")
+  timeout = check_timeout(timeout, 1, "holders")
+  return records(f, timeout, false)
 end
 
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.

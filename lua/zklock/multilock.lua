@@ -58,15 +58,17 @@ end
 
 --- Acquire every lock, in the canonical order, within one deadline of
 -- `timeout` seconds (nil: for ever); all or nothing: on a failure (or an
--- error) the locks taken so far are released.
+-- error) the locks taken so far are released.  `opts.max_hold` applies to
+-- every member's hold.
 -- @return the multilock, or nil, message, code of the failed member
-function MultiLock:acquire(timeout)
+function MultiLock:acquire(timeout, opts)
   local m = multi_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
+  L.check_opts(opts, 2, "acquire")
   local deadline = timeout and now() + timeout
   for i, l in ipairs(m.locks) do
     local left = deadline and math.max(0, deadline - now())
-    local fine, ok, msg, code = pcall(l.acquire, l, left)
+    local fine, ok, msg, code = pcall(l.acquire, l, left, opts)
     if not (fine and ok) then -- all or nothing, also when it raised
       for j = i - 1, 1, -1 do m.locks[j]:release() end
       if not fine then error(ok, 0) end

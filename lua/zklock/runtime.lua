@@ -314,6 +314,8 @@ function R.session_leaving(client, passing)
 end
 local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
 R.renews = renews
+-- client -> the participant id written into its lock and lease nodes
+R.ids = setmetatable({}, WEAK_KEYS)
 
 -- Checks the arguments and opens the session without waiting for it.
 -- @return client, connect_timeout | nil, msg, code
@@ -348,10 +350,16 @@ function R.open(hosts, opts, fname)
   if renew ~= nil and type(renew) ~= "boolean" then
     argerror(2, fname, "renew_session must be a boolean")
   end
+  local id = opts.id
+  if id ~= nil and (type(id) ~= "string" or #id > (md or DEFAULT_MAX_DATA))
+      then
+    argerror(2, fname, "id must be a string no longer than max_data")
+  end
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
     renew ~= false, md)
   if not c then return nil, msg, code end
   max_data[c] = md
+  R.ids[c] = id
   if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])

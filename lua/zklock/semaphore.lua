@@ -28,7 +28,7 @@ Lease.__index = Lease
 -- `<path>/leases/_c_<uuid>-lease-<seq>` and waits, alone (herd-free), on
 -- a children watch of `<path>/leases` until at most `max_leases` leases
 -- exist, whatever order they were released in.
-function client_methods:semaphore(path, max_leases)
+function client_methods:semaphore(path, max_leases, opts)
   if not core.is_client(self) then
     argerror(1, "semaphore", "zklock client expected")
   end
@@ -36,7 +36,7 @@ function client_methods:semaphore(path, max_leases)
   check_count(max_leases, 2, "semaphore", "max_leases")
   local lock = new_lock(self, path, "semaphore",
     { kind = "lease", markers = "lease", max_leases = max_leases,
-      name = "zklock.semaphore" })
+      name = "zklock.semaphore" }, opts, 3)
   local f = unbox(lock)
   return box(Semaphore, { lock = lock, f = f, client = self, path = path,
     held = setmetatable({}, WEAK_KEYS) })
@@ -49,13 +49,14 @@ end
 --- Take a lease, waiting at most `timeout` seconds.
 -- @return a lease (release(), is_held(), token(), node(); freed by __gc and
 -- __close), or nil, message, code
-function Semaphore:acquire(timeout)
+function Semaphore:acquire(timeout, opts)
   local s = sem_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
+  local max_hold = L.check_opts(opts, 2, "acquire")
   local c, msg, code = closed(s.client)
   if c then return nil, msg, code end
   local att
-  att, msg, code = take(s.f, timeout)
+  att, msg, code = take(s.f, timeout, nil, max_hold)
   if not att then return nil, msg, code end
   local lease = box(Lease, { att = att, sem = s })
   local co = me()
@@ -156,8 +157,27 @@ end
 --- Lease nodes in sequence order, as full node paths: the holders, and
 -- the acquirer waiting for a lease to free, if any (its node is last).
 -- @return array, or nil, message, code
-function Semaphore:participants(timeout)
-  return sem_fields(self, "participants").lock:participants(timeout)
+function Semaphore:participants(timeout, detail)
+  return sem_fields(self, "participants").lock:participants(timeout, detail)
+end
+
+--- The holders of leases, in order, as records (see `lock:holders`).
+-- @return array, or nil, message, code
+function Semaphore:holders(timeout)
+  return sem_fields(self, "holders").lock:holders(timeout)
+end
+
+--- The number of leases free right now: `max_leases` less the leases
+-- that exist (every child of `<path>/leases` counts, as in Curator).
+-- @return number, or nil, message, code
+function Semaphore:available(timeout)
+  local s = sem_fields(self, "available")
+  timeout = check_timeout(timeout, 1, "available")
+  local names, msg, code = R.call_op(s.client,
+    timeout or s.client:session_timeout(), "_children", s.f.dir, "all")
+  if not names then return nil, msg, code end
+  local free = s.f.max_leases - #names
+  return free > 0 and free or 0
 end
 
 function Semaphore.__tostring(self)

@@ -2,7 +2,9 @@
 // Curator recipe against a real server so the specs can check that zklock
 // and Curator honour each other's locks.  Build with spec/peers/build.sh.
 //
-//   counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE
+//   counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE [mutex|semmutex]
+//   sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE
+//   sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]
 //   rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
 //   hold HOSTS PATH READYFILE [RELEASEFILE]
 //   hold-revocable HOSTS PATH READYFILE DONEFILE
@@ -24,8 +26,12 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
@@ -81,18 +87,20 @@ public final class CuratorPeer {
     while (now() < until) { /* widen the read-modify-write window */ }
   }
 
-  static void acquireOrDie(InterProcessMutex m, String what) throws Exception {
+  static void acquireOrDie(InterProcessLock m, String what) throws Exception {
     if (!m.acquire(ACQUIRE_S, TimeUnit.SECONDS)) {
       fail(2, what + " not acquired within " + ACQUIRE_S + " s");
     }
   }
 
-  // counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE
+  // counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE [mutex|semmutex]
   static void counter(String[] a) throws Exception {
     String counterFile = a[3], logFile = a[4], gate = a[6];
     int cycles = Integer.parseInt(a[5]);
+    boolean sem = a.length > 7 && a[7].equals("semmutex");
     try (CuratorFramework c = connect(a[1])) {
-      InterProcessMutex m = new InterProcessMutex(c, a[2]);
+      InterProcessLock m = sem ? new InterProcessSemaphoreMutex(c, a[2])
+                               : new InterProcessMutex(c, a[2]);
       Path cf = Paths.get(counterFile);
       StringBuilder log = new StringBuilder();
       waitForFile(gate, 60);
@@ -140,6 +148,68 @@ public final class CuratorPeer {
       java.util.Arrays.sort(lat);
       System.out.println(String.format(Locale.ROOT,
           "curator.mutex.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f",
+          cycles, cycles / (t1 - t0), lat[cycles / 2] * 1e6,
+          lat[(int) Math.min(cycles - 1, Math.ceil(cycles * 0.99) - 1)] * 1e6));
+    }
+  }
+
+  static Lease leaseOrDie(InterProcessSemaphoreV2 s, String what)
+      throws Exception {
+    Lease l = s.acquire(ACQUIRE_S, TimeUnit.SECONDS);
+    if (l == null) fail(2, what + " not acquired within " + ACQUIRE_S + " s");
+    return l;
+  }
+
+  // sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE: a lease per
+  // cycle, held HOLDMS, logged as "start end"
+  static void sem(String[] a) throws Exception {
+    int max = Integer.parseInt(a[3]), cycles = Integer.parseInt(a[5]);
+    long holdMs = Long.parseLong(a[6]);
+    String logFile = a[4], gate = a[7];
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(c, a[2], max);
+      StringBuilder log = new StringBuilder();
+      waitForFile(gate, 60);
+      for (int i = 0; i < cycles; i++) {
+        Lease l = leaseOrDie(s, "lease of " + a[2]);
+        double t0 = now();
+        Thread.sleep(holdMs);
+        double t1 = now();
+        s.returnLease(l);
+        log.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+      }
+      Files.write(Paths.get(logFile), log.toString().getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  // sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]: as bench, with
+  // a lease of InterProcessSemaphoreV2 per cycle
+  static void sembench(String[] a) throws Exception {
+    int max = Integer.parseInt(a[3]), cycles = Integer.parseInt(a[4]);
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(c, a[2], max);
+      for (int i = 0; i < 50; i++) s.returnLease(leaseOrDie(s, a[2]));
+      if (a.length > 6) waitForFile(a[5], 60);
+      double[] lat = new double[cycles];
+      double t0 = now();
+      for (int i = 0; i < cycles; i++) {
+        double st = now();
+        Lease l = leaseOrDie(s, a[2]);
+        lat[i] = now() - st;
+        s.returnLease(l);
+        if (a.length <= 6) lat[i] = now() - st; // uncontended: the cycle
+      }
+      double t1 = now();
+      if (a.length > 6) {
+        StringBuilder out = new StringBuilder();
+        out.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+        for (double v : lat) out.append(String.format(Locale.ROOT, "%.6f\n", v));
+        Files.write(Paths.get(a[6]), out.toString().getBytes(StandardCharsets.UTF_8));
+        return;
+      }
+      java.util.Arrays.sort(lat);
+      System.out.println(String.format(Locale.ROOT,
+          "curator.semaphore.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f",
           cycles, cycles / (t1 - t0), lat[cycles / 2] * 1e6,
           lat[(int) Math.min(cycles - 1, Math.ceil(cycles * 0.99) - 1)] * 1e6));
     }
@@ -239,8 +309,17 @@ public final class CuratorPeer {
     String cmd = a.length > 0 ? a[0] : "";
     switch (cmd) {
       case "counter":
-        need(a, 7, "counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE");
+        need(a, 7, "counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE "
+            + "[mutex|semmutex]");
         counter(a);
+        break;
+      case "sem":
+        need(a, 8, "sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE");
+        sem(a);
+        break;
+      case "sembench":
+        need(a, 5, "sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]");
+        sembench(a);
         break;
       case "rw":
         need(a, 8, "rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE");
@@ -266,8 +345,8 @@ public final class CuratorPeer {
         System.out.println(String.format(Locale.ROOT, "%.6f", now()));
         break;
       default:
-        fail(1, "unknown subcommand '" + cmd + "': counter, rw, hold, "
-            + "hold-revocable, revoke, now");
+        fail(1, "unknown subcommand '" + cmd + "': counter, sem, sembench, "
+            + "rw, hold, hold-revocable, revoke, bench, now");
     }
   }
 }

@@ -1,6 +1,7 @@
 -- Exclusion checker worker:
 -- `counter.lua hosts path file log cycles mode gate`.
--- Each cycle takes the lock (mode "lock") or not ("bypass"), reads the
+-- Each cycle takes the lock (mode "lock": a mutex; "semmutex": a semaphore
+-- mutex) or not ("bypass"), reads the
 -- shared counter file, pauses, writes it back plus one, and logs the
 -- interval "<start> <end>" it spent inside (monotonic, system-wide).
 local zklock = require "zklock"
@@ -11,11 +12,11 @@ local hosts, path, file, logfile, cycles, mode, gate = ...
 cycles = tonumber(cycles)
 
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
-local m = zk:mutex(path)
+local m = mode == "semmutex" and zk:semaphore_mutex(path) or zk:mutex(path)
 local log = assert(io.open(logfile, "w"))
 W.wait_gate(gate) -- start together
 for _ = 1, cycles do
-  if mode == "lock" then assert(m:acquire(60)) end
+  if mode ~= "bypass" then assert(m:acquire(60)) end
   local t0 = core.now()
   local fh = assert(io.open(file))
   local n = tonumber(fh:read("*a")) or 0
@@ -25,7 +26,7 @@ for _ = 1, cycles do
   fh:write(tostring(n + 1))
   fh:close()
   local t1 = core.now()
-  if mode == "lock" then assert(m:release()) end
+  if mode ~= "bypass" then assert(m:release()) end
   log:write(("%.6f %.6f\n"):format(t0, t1))
 end
 log:close()

@@ -104,6 +104,7 @@ int zkl_client_usable(zkl_client *c, zkl_error *err);
  * us then. */
 void zkl_client_heard(zkl_client *c, double sent, int rc);
 void zkl_client_kick(zkl_client *c); /* a hold began: the timer probes */
+void zkl_client_rearm(zkl_client *c); /* the timer reckons its sleep anew */
 double zkl_client_expiry(const zkl_client *c);   /* heard + timeout */
 double zkl_client_margin(const zkl_client *c); /* holds end this early */
 
@@ -121,8 +122,9 @@ typedef struct zkl_task_class {
   void (*on_closing)(zkl_task *t, zkl_req *r);
   void (*on_closed)(zkl_task *t);     /* the client closed: finish */
   /* Timer thread: a hold not confirmed by the server by `deadline` is
-   * lost.  Returns 1 while t holds something still believed. */
-  int (*check_lost)(zkl_task *t, double now, double deadline);
+   * lost, and so is one past its own time limit.  Returns 1 while t holds
+   * something still believed; lowers *next to when it must look again. */
+  int (*check_lost)(zkl_task *t, double now, double deadline, double *next);
   /* End: rc ZOK, or the failure (what: the path concerned).  It must end
    * with zkl_task_settle. */
   void (*finish)(zkl_task *t, int rc, const char *what);

@@ -44,6 +44,11 @@ void zkl_client_kick(zkl_client *c) {
   pthread_cond_signal(&c->tcv);
 }
 
+void zkl_client_rearm(zkl_client *c) {
+  c->timer_idle = 0;
+  pthread_cond_signal(&c->tcv);
+}
+
 double zkl_client_expiry(const zkl_client *c) {
   return c->heard + c->timeout_ms / 1000.0;
 }

@@ -33,6 +33,8 @@ struct zkl_lock {
   int self_armed;  /* self_gen of the node the self watch was sent for */
   int64_t czxid;
   int64_t session; /* session that created our node */
+  double max_hold; /* seconds a hold may last (0: no limit) */
+  double hold_until; /* boot clock: when the current hold ends, or 0 */
 };
 
 #define LOCK(t) ((zkl_lock *)(t))

@@ -63,6 +63,12 @@ void zkl_lock_revocable(zkl_lock *l) {
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
+void zkl_lock_max_hold(zkl_lock *l, double seconds) {
+  pthread_mutex_lock(&l->t.c->mu);
+  l->max_hold = seconds > 0 ? seconds : 0;
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
 int zkl_lock_start(zkl_lock *l, zkl_error *err) {
   zkl_client *c = l->t.c;
   int ok;
@@ -88,9 +94,11 @@ int zkl_lock_start(zkl_lock *l, zkl_error *err) {
  * answer is true again; expiry makes it false for good (l->lost). */
 static int lock_held_now(zkl_lock *l) {
   zkl_client *c = l->t.c;
+  double now = zkl_bootnow();
   if (l->state != L_HELD || l->lost) return 0;
   if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
-  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
+  if (l->hold_until > 0 && now >= l->hold_until) return 0; /* max_hold */
+  return now < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {

@@ -78,10 +78,15 @@ static void lock_on_closed(zkl_task *t) {
 /* The timer thread: the server may have expired us.  The hold is over,
  * whatever comes; if the session lives after all, our node must not
  * outlive our belief. */
-static int lock_check_lost(zkl_task *t, double now, double deadline) {
+static int lock_check_lost(zkl_task *t, double now, double deadline,
+                           double *next) {
   zkl_lock *l = LOCK(t);
+  int over = l->hold_until > 0 && now >= l->hold_until; /* max_hold */
   if (l->state != L_HELD || l->lost) return 0;
-  if (now < deadline) return 1;
+  if (now < deadline && !over) {
+    if (l->hold_until > 0 && l->hold_until < *next) *next = l->hold_until;
+    return 1;
+  }
   lock_lost_event(l);
   lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
   zkl_task_notify(t);

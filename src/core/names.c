@@ -130,6 +130,9 @@ int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
   case ZKL_KIND_WRITE:
     return idx == 0 ? -1 : idx - 1;
   default:
+    /* a mutex (max_leases 1); leases: the holders of a semaphore are its
+     * first max_leases lease nodes (the acquirer still waiting, if any,
+     * made the newest: docs/design.md, section 4.10) */
     if (max_leases < 1) max_leases = 1;
     return idx < max_leases ? -1 : idx - max_leases;
   }

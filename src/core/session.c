@@ -192,7 +192,8 @@ static void *session_timer(void *arg) {
       next = now + 1; /* try again */
     }
     SESSION_EACH(c, k, kn)
-      if (k->cls->check_lost) any |= k->cls->check_lost(k, now, expiry);
+      if (k->cls->check_lost)
+        any |= k->cls->check_lost(k, now, expiry, &next);
     c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
       if (expiry < next) next = expiry;

@@ -185,6 +185,9 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
 zkl_client *zkl_lock_client(const zkl_lock *l);
 const char *zkl_lock_path(const zkl_lock *l); /* the lock directory */
 void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
+/* A hold lasts at most `seconds` (0: no limit): then it ends as a lost
+ * one (on_lost, our node deleted), whatever the holder is doing. */
+void zkl_lock_max_hold(zkl_lock *l, double seconds);
 int zkl_lock_start(zkl_lock *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
@@ -202,7 +205,7 @@ unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
 /* ---- ops: one-shot tasks Lua polls for ---------------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
        ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
-       ZKL_OP_FENCED };
+       ZKL_OP_FENCED, ZKL_OP_HOLDERS };
 
 /* oneshot.c.  markers NULL: every child, unsorted. */
 zkl_op *zkl_op_children(zkl_client *c, const char *path,
@@ -227,6 +230,24 @@ zkl_op *zkl_op_db_enter(zkl_client *c, const char *path, const char *ours,
                         int members, zkl_error *err);
 zkl_op *zkl_op_db_leave(zkl_client *c, const char *path, const char *ours,
                         zkl_error *err);
+
+/* holders.c: the holders of the lock whose nodes live in dir (family's
+ * rule, max_leases; which: -1 any node, 0 read, 1 write only), or every
+ * contender (all), each with its node's data, czxid and owner session. */
+zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
+                       int max_leases, int which, int all, zkl_error *err);
+typedef struct zkl_holder {
+  char *node;       /* its full path */
+  char *data;       /* its data (the participant id), datalen bytes */
+  int datalen;
+  int present;      /* 0: it went between the listing and its get */
+  int64_t czxid;    /* the holder's fencing token */
+  int64_t session;  /* the session that owns it */
+} zkl_holder;
+/* A finished holders op's records, taken out (*h the caller's to free with
+ * zkl_holders_free); 0 with err when it failed or is not done. */
+int zkl_op_take_holders(zkl_op *op, zkl_holder **h, int *n, zkl_error *err);
+void zkl_holders_free(zkl_holder *h, int n);
 
 zkl_client *zkl_op_client(const zkl_op *op);
 int zkl_op_kind(const zkl_op *op);

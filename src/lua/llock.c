@@ -12,7 +12,8 @@ typedef struct { zkl_lock *l; } llock_box;
 static const char *const llock_status[] = { "pending", "held", "done",
                                             "failed", "waiting" };
 
-/* client:_lock(path, kind, max_leases, data, ignore) -> attempt */
+/* client:_lock(path, kind, max_leases, data, ignore [, max_hold])
+ *   -> attempt */
 static int llock_new(lua_State *L) {
   static const char *const kinds[] = { "mutex", "lease", "read", "write",
                                        NULL };
@@ -24,18 +25,22 @@ static int llock_new(lua_State *L) {
   size_t dlen = 0;
   const char *data = zkl_checkdata(L, 5, c, &dlen, 1, "");
   const char *ignore = luaL_optstring(L, 6, NULL);
+  double max_hold = luaL_optnumber(L, 7, 0);
   zkl_error err;
   llock_box *b;
   /* ignore: a child's name (our own write node), not a path */
   luaL_argcheck(L, !ignore || (*ignore && !strchr(ignore, '/') &&
                                strlen(ignore) < 256), 6,
                 "node name expected");
+  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 7,
+                "max_hold must be a number of seconds >= 0");
   b = (llock_box *)lua_newuserdata(L, sizeof *b);
   b->l = NULL;
   luaL_setmetatable(L, ZKL_ATTEMPT_MT);
   b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen, ignore,
                       &err);
   if (!b->l) return luaL_error(L, "zklock: %s", err.msg);
+  if (max_hold > 0) zkl_lock_max_hold(b->l, max_hold);
   return 1;
 }
 

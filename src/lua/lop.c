@@ -1,6 +1,7 @@
 /* Lua binding: ops (zklock.op), the one-shot tasks Lua polls for, and the
  * client methods that start them (client:_children, _create, _delete,
  * _set, _fenced, _get, _wait_gone, _db). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,33 @@ static int lop_poll(lua_State *L) {
   return 2;
 }
 
-/* op:result() -> names (listing) | data, version (get)
+/* The records of a holders op: { {node=, id=, token=, session=}... } */
+static int lop_holders_result(lua_State *L, zkl_op *op) {
+  zkl_holder *h;
+  int n, i, k = 0;
+  zkl_error err;
+  char sid[24];
+  if (!zkl_op_take_holders(op, &h, &n, &err)) return zkl_pusherr(L, &err);
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    if (!h[i].present) continue; /* (it went meanwhile) */
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, h[i].node);
+    lua_setfield(L, -2, "node");
+    lua_pushlstring(L, h[i].data ? h[i].data : "", (size_t)h[i].datalen);
+    lua_setfield(L, -2, "id");
+    zkl_pushint64(L, h[i].czxid);
+    lua_setfield(L, -2, "token");
+    snprintf(sid, sizeof sid, "0x%llx", (unsigned long long)h[i].session);
+    lua_pushstring(L, sid);
+    lua_setfield(L, -2, "session");
+    lua_rawseti(L, -2, ++k);
+  }
+  zkl_holders_free(h, n);
+  return 1;
+}
+
+/* op:result() -> names (listing) | data, version (get) | records (holders)
  *   | version, zxid (fenced) | true, created/deleted | nil, msg, code
  * (taken out of the op first, pushed after: pushing may run a __gc that
  * needs the core) */
@@ -32,6 +59,7 @@ static int lop_result(lua_State *L) {
   lop_box *b = lop_check(L);
   int kind = zkl_op_kind(b->op), i;
   zkl_op_result res;
+  if (kind == ZKL_OP_HOLDERS) return lop_holders_result(L, b->op);
   zkl_op_take(b->op, &res);
   if (!res.done || res.err.code != ZKL_OK) {
     if (!res.done) zkl_seterr(&res.err, ZKL_ETIMEOUT, "not done");
@@ -178,6 +206,26 @@ static int lop_wait_gone(lua_State *L) {
   return lop_push(L, b, zkl_op_wait_gone(c, path, &err), &err);
 }
 
+/* client:_holders(dir, family [, max_leases, which, all]) -> op: the
+ * holders ("read"/"write": of that kind only; all: every contender) */
+static int lop_holders(lua_State *L) {
+  static const char *const kinds[] = { "any", "read", "write", NULL };
+  zkl_client *c = zkl_checkclient(L, 1);
+  const char *dir = zkl_checkpath(L, 2);
+  int family;
+  const char *const *markers = zkl_checkmarkers(L, 3, &family);
+  int max = lua_isnoneornil(L, 4) ? 1
+            : zkl_checkrange(L, 4, 1, 0x7fffffff, "max_leases");
+  int which = luaL_checkoption(L, 5, "any", kinds) - 1;
+  int all = lua_toboolean(L, 6);
+  zkl_error err;
+  lop_box *b;
+  luaL_argcheck(L, markers != NULL, 3, "a marker family expected");
+  b = lop_box_new(L);
+  return lop_push(L, b, zkl_op_holders(c, dir, family, max, which, all, &err),
+                  &err);
+}
+
 /* client:_db("enter"|"leave", path, our_node_path, members) -> op */
 static int lop_db(lua_State *L) {
   static const char *const kinds[] = { "enter", "leave", NULL };
@@ -221,6 +269,7 @@ void zkl_open_op(lua_State *L) {
     { "_get", lop_get },
     { "_wait_gone", lop_wait_gone },
     { "_db", lop_db },
+    { "_holders", lop_holders },
     { NULL, NULL }
   };
   zkl_setmeta(L, ZKL_OP_MT, methods, meta);
