@@ -11,9 +11,10 @@
  *               parent creation, references
  *   session.c   the zhandle, its watcher, the timer thread, renewal;
  *               dispatches every event to the tasks through zkl_task_class
- *   lock.c      the lock state machine          (a task)
+ *   lock.c      the lock state machine (a task); locksession.c its class,
+ *               lockapi.c the Lua thread's side (lock.h between them)
  *   op.c        the base of ops Lua polls for   (a task)
- *   oneshot.c write.c barrier.c dbarrier.c  the ops (each an op)
+ *   oneshot.c write.c barrier.c dbarrier.c holders.c  the ops (each an op)
  *
  * Threads: ZooKeeper's completion thread runs every callback; the timer
  * thread probes and declares holds lost; the Lua thread starts, polls and
