@@ -179,9 +179,11 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     local list = {}
     for _ = 1, n_peer do
       local log = H.tmpname("log")
+      local args = { "counter", srv.connect_string, path, file, log, cycles,
+        gate }
+      if sem then args[#args + 1] = "semmutex" end
       list[#list + 1] = { who = kind, log = log,
-        p = peer(kind, "counter", srv.connect_string, path, file, log, cycles,
-          gate, sem and "semmutex" or "mutex") }
+        p = peer(kind, (table.unpack or unpack)(args)) }
     end
     for i = 1, n_zkl do
       local log = H.tmpname("log")
