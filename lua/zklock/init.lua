@@ -125,6 +125,34 @@ function client_methods:dispatch(timeout)
   return n
 end
 
+--- Listen to the connection's state, in Curator's model: `fn(new, old)`
+-- with "connected" (the first connection), "suspended" (disconnected; the
+-- session may live), "reconnected" (the same session again), "lost" (the
+-- session expired, or the connection stayed lost for a whole session
+-- timeout) and "renewed" (a new session after an expiry).  Runs in Lua,
+-- in order, inside zklock waits, `zk:dispatch()` or zklock.ngx's timer,
+-- never on a ZooKeeper thread.  Several listeners may listen;
+-- `zk:on_state(nil)` removes them all.  @return the client
+function client_methods:on_state(fn)
+  check_client(self, "on_state")
+  if fn ~= nil and type(fn) ~= "function" then
+    argerror(1, "on_state", "function or nil expected, got " .. type(fn))
+  end
+  local list = R.state_listeners[self]
+  if fn == nil then
+    R.state_listeners[self] = nil
+    self:_want_state(false)
+    return self
+  end
+  if not list then
+    list = {}
+    R.state_listeners[self] = list
+  end
+  list[#list + 1] = fn
+  self:_want_state(true)
+  return self
+end
+
 --- Ask the current holder(s) of the lock at `path` to let go (Curator
 -- Revoker): their nodes' data becomes "__REVOKE__".  Holders are the first
 -- node (mutex), the first `max_leases` (semaphore), or the writer / the

@@ -155,12 +155,32 @@ end
 
 -- Run the callbacks `client` has queued (or those of `evs`, taken from it
 -- already); returns how many ran.
+-- client -> { fn, ... }: connection-state listeners (zk:on_state); and
+-- client -> the last state told to them
+local state_listeners = setmetatable({}, WEAK_KEYS)
+local last_state = setmetatable({}, WEAK_KEYS)
+R.state_listeners = state_listeners
+
+-- Tell the listeners of client: fn(new, old), in order, each under pcall.
+local function notify_state(client, new)
+  local old = last_state[client]
+  last_state[client] = new
+  local n = 0
+  for _, fn in ipairs(state_listeners[client] or {}) do
+    local ok, err = xpcall(fn, debug.traceback, new, old)
+    n = n + 1
+    if not ok then report("on_state", err) end
+  end
+  return n
+end
+
 local function dispatch(client, evs)
   evs = evs or client:_events()
   if not evs then return 0 end
   local n = 0
   local reg = with_callbacks[client]
   for _, ev in ipairs(evs) do
+    if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
     local r = reg and reg[ev[2]]
     local f = r and unbox(r.lock)
     local fn = f and (ev[1] == "revoke" and f.revoke_fn

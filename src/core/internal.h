@@ -58,6 +58,13 @@ struct zkl_client {
   char *hosts;            /* connect string, for a new session */
   char *auth_scheme, *auth_cred; int auth_len;
   unsigned long n_sessions, n_lost;
+  /* Connection-state notices (Curator's model, docs/api.md): queued as
+   * events while Lua listens (want_state). */
+  int want_state;
+  int connected_once;     /* some session has been connected */
+  int renewed;            /* a new session is opening after an expiry */
+  int lost_noticed;       /* "lost" said for the current trouble */
+  double suspended_at;    /* boot clock: when the connection was lost */
   pid_t pid;              /* process that opened the session */
   struct ACL_vector acl;  /* of every node created (owned) */
   int max_data;           /* longest data accepted, bytes */

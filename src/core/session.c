@@ -21,6 +21,11 @@
 #define SESSION_EACH(c, t, tn) \
   for ((t) = (c)->tasks; (t) && ((tn) = (t)->next, 1); (t) = (tn))
 
+/* A connection-state notice, for Lua's on_state listeners. */
+static void session_notice(zkl_client *c, const char *state) {
+  if (c->want_state) zkl_event_push(c, ZKL_EV_STATE, state);
+}
+
 static void session_event(zkl_client *c, zhandle_t *zh, int state) {
   zkl_task *t, *next;
   c->ready_all = 1; /* every waiter sees the session's news */
@@ -31,18 +36,29 @@ static void session_event(zkl_client *c, zhandle_t *zh, int state) {
     c->timeout_ms = zoo_recv_timeout(zh);
     c->probe_at = 0;
     if (c->state == ZKL_CONNECTING) {
+      session_notice(c, !c->connected_once ? "connected"
+                        : c->renewed ? "renewed" : "reconnected");
+      c->connected_once = 1;
+      c->renewed = 0;
+      c->lost_noticed = 0;
       c->state = ZKL_CONNECTED;
       SESSION_EACH(c, t, next)
         if (t->cls->on_connected) t->cls->on_connected(t);
     }
   } else if (state == ZOO_CONNECTING_STATE ||
              state == ZOO_ASSOCIATING_STATE) {
-    if (c->state == ZKL_CONNECTED) c->state = ZKL_CONNECTING;
+    if (c->state == ZKL_CONNECTED) {
+      c->state = ZKL_CONNECTING;
+      c->suspended_at = zkl_bootnow();
+      session_notice(c, "suspended");
+    }
   } else if (state == ZOO_EXPIRED_SESSION_STATE ||
              state == ZOO_AUTH_FAILED_STATE) {
     if (c->state != ZKL_CLOSED)
       c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
                                                     : ZKL_AUTH_FAILED;
+    if (!c->lost_noticed) session_notice(c, "lost");
+    c->lost_noticed = 1;
     SESSION_EACH(c, t, next)
       if (t->cls->on_expired) t->cls->on_expired(t);
   }
@@ -164,6 +180,7 @@ static int session_renew(zkl_client *c) {
   c->state = ZKL_CONNECTING;
   c->session_id = 0;
   c->n_sessions++;
+  c->renewed = 1; /* its first connection is "renewed" */
   if (c->auth_scheme)
     zoo_add_auth(c->zh, c->auth_scheme, c->auth_cred, c->auth_len, NULL,
                  NULL);
@@ -194,6 +211,20 @@ static void *session_timer(void *arg) {
     SESSION_EACH(c, k, kn)
       if (k->cls->check_lost)
         any |= k->cls->check_lost(k, now, expiry, &next);
+    /* suspended for a whole session timeout: the server may have expired
+     * us; Curator says "lost" then, and so do we (once per trouble) */
+    if (c->state == ZKL_CONNECTING && c->connected_once &&
+        !c->lost_noticed && c->want_state && !c->closing) {
+      double lost_at = c->suspended_at + t;
+      if (now >= lost_at) {
+        session_notice(c, "lost");
+        c->lost_noticed = 1;
+        c->ready_all = 1;
+        zkl_client_changed(c);
+      } else if (lost_at < next) {
+        next = lost_at;
+      }
+    }
     c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
       if (expiry < next) next = expiry;
@@ -354,6 +385,13 @@ void zkl_client_unref(zkl_client *c) {
 /* ---- what Lua may read (Lua thread) ------------------------------------- */
 
 pid_t zkl_client_pid(const zkl_client *c) { return c->pid; }
+
+void zkl_client_want_state(zkl_client *c, int on) {
+  pthread_mutex_lock(&c->mu);
+  c->want_state = on;
+  pthread_cond_signal(&c->tcv); /* (the timer may have to watch for lost) */
+  pthread_mutex_unlock(&c->mu);
+}
 
 int zkl_client_max_data(const zkl_client *c) { return c->max_data; }
 

@@ -169,7 +169,11 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
                           double *since);
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
-enum { ZKL_EV_REVOKE, ZKL_EV_LOST };
+enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE };
+/* Queue connection-state notices (ZKL_EV_STATE, the path being the new
+ * state: "connected", "suspended", "reconnected", "lost", "renewed")
+ * from now on, or stop (Lua thread). */
+void zkl_client_want_state(zkl_client *c, int on);
 zkl_event *zkl_client_take_events(zkl_client *c); /* the caller owns them */
 /* The event's type and node path; returns the next one, or NULL. */
 const zkl_event *zkl_event_read(const zkl_event *e, int *type,

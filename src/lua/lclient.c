@@ -203,7 +203,8 @@ static int lclient_events(lua_State *L) {
     e = zkl_event_read(e, &type, &path);
     lua_createtable(L, 2, 0);
     lua_pushstring(L, type == ZKL_EV_REVOKE ? "revoke"
-                      : type == ZKL_EV_LOST ? "lost" : "?");
+                      : type == ZKL_EV_LOST ? "lost"
+                      : type == ZKL_EV_STATE ? "state" : "?");
     lua_rawseti(L, -2, 1);
     lua_pushstring(L, path);
     lua_rawseti(L, -2, 2);
@@ -254,6 +255,12 @@ static int lclient_ready(lua_State *L) {
   return 3;
 }
 
+/* client:_want_state(on): queue connection-state notices, or stop */
+static int lclient_want_state(lua_State *L) {
+  zkl_client_want_state(zkl_checkclient(L, 1), lua_toboolean(L, 2));
+  return 0;
+}
+
 static int lclient_is_client(lua_State *L) {
   lua_pushboolean(L, luaL_testudata(L, 1, ZKL_CLIENT_MT) != NULL);
   return 1;
@@ -273,6 +280,7 @@ void zkl_open_client(lua_State *L) {
     { "_wake_listen", lclient_wake_listen },
     { "_wake_accept", lclient_wake_accept },
     { "_ready", lclient_ready },
+    { "_want_state", lclient_want_state },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
