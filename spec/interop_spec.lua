@@ -273,6 +273,36 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
       "at the same time")
   end)
 
+  it("Curator LeaderLatch and zklock latches (Lua 5.4 and LuaJIT) on one " ..
+      "path: one leader at a time, both kinds lead", function()
+    local path = H.path("interop-latch")
+    local gate = H.tmpname("gate")
+    local base = connections()
+    local list, TERMS = {}, 4
+    for i = 1, 2 do
+      local log = H.tmpname("log")
+      list[#list + 1] = { who = "curator", log = log,
+        p = curator("latch", srv.connect_string, path, "curator-" .. i, log,
+          TERMS, 40, gate) }
+      log = H.tmpname("log")
+      list[#list + 1] = { who = "zklock", log = log,
+        p = zkl_worker(i, "spec/workers/latch.lua", srv.connect_string, path,
+          "zklock-" .. i, log, TERMS, 40, gate) }
+    end
+    wait_connected(base, list)
+    H.write(gate, "go")
+    for _, w in ipairs(list) do wait_ok(w.p, w.who .. " latch worker", 180) end
+    os.remove(gate)
+    local iv, spans, kinds = intervals_of(list), {}, {}
+    for i, x in ipairs(iv) do
+      spans[i] = { x.s, x.e }
+      kinds[x.who] = true
+    end
+    assert.equal(4 * TERMS, #iv) -- every term was served
+    assert.equal(1, H.max_overlap(spans))
+    assert.is_true(kinds.curator and kinds.zklock)
+  end)
+
   -- (c)
   local NODE = {
     curator = "/_c_%x+%-%x+%-%x+%-%x+%-%x+%-lock%-%d%d%d%d%d%d%d%d%d%d$",

@@ -17,6 +17,7 @@ local L = require "zklock.lock"
 require "zklock.semaphore"
 require "zklock.multilock"
 require "zklock.barrier"
+require "zklock.latch"
 
 local M = {
   _VERSION = "zklock 0.1.0",

@@ -458,5 +458,6 @@ end
 
 L.Lock, L.RwLock = Lock, RwLock
 L.new_lock, L.take, L.give_back = new_lock, take, give_back
+L.owner_data = owner_data
 
 return L

@@ -153,8 +153,6 @@ local function report(what, err)
     tostring(err)))
 end
 
--- Run the callbacks `client` has queued (or those of `evs`, taken from it
--- already); returns how many ran.
 -- client -> { fn, ... }: connection-state listeners (zk:on_state); and
 -- client -> the last state told to them
 local state_listeners = setmetatable({}, WEAK_KEYS)
@@ -174,6 +172,12 @@ local function notify_state(client, new)
   return n
 end
 
+-- The leader latches' part of dispatch (zklock.latch sets it):
+-- fn(client, kind, arg) -> how many callbacks ran.
+R.latch_events = nil
+
+-- Run the callbacks `client` has queued (or those of `evs`, taken from it
+-- already); returns how many ran.
 local function dispatch(client, evs)
   evs = evs or client:_events()
   if not evs then return 0 end
@@ -181,6 +185,7 @@ local function dispatch(client, evs)
   local reg = with_callbacks[client]
   for _, ev in ipairs(evs) do
     if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
+    if R.latch_events then n = n + R.latch_events(client, ev[1], ev[2]) end
     local r = reg and reg[ev[2]]
     local f = r and unbox(r.lock)
     local fn = f and (ev[1] == "revoke" and f.revoke_fn

@@ -5,6 +5,7 @@
 //   counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE [mutex|semmutex]
 //   sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE
 //   sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]
+//   latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE
 //   rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
 //   hold HOSTS PATH READYFILE [RELEASEFILE]
 //   hold-revocable HOSTS PATH READYFILE DONEFILE
@@ -26,6 +27,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -215,6 +217,35 @@ public final class CuratorPeer {
     }
   }
 
+  // latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE: per cycle, a
+  // LeaderLatch that waits to lead, leads HOLDMS (checking hasLeadership)
+  // and closes; logs "start end"
+  static void latch(String[] a) throws Exception {
+    int cycles = Integer.parseInt(a[5]);
+    long holdMs = Long.parseLong(a[6]);
+    String logFile = a[4], gate = a[7];
+    try (CuratorFramework c = connect(a[1])) {
+      StringBuilder log = new StringBuilder();
+      waitForFile(gate, 60);
+      for (int i = 0; i < cycles; i++) {
+        LeaderLatch l = new LeaderLatch(c, a[2], a[3]);
+        l.start();
+        if (!l.await(ACQUIRE_S, TimeUnit.SECONDS)) {
+          fail(2, "leadership of " + a[2] + " not had within " + ACQUIRE_S + " s");
+        }
+        double t0 = now(), until = t0 + holdMs / 1000.0;
+        while (now() < until) {
+          if (!l.hasLeadership()) fail(1, "leadership lost while leading");
+          Thread.sleep(1);
+        }
+        double t1 = now();
+        l.close();
+        log.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+      }
+      Files.write(Paths.get(logFile), log.toString().getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
   // rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
   static void rw(String[] a) throws Exception {
     boolean write;
@@ -321,6 +352,10 @@ public final class CuratorPeer {
         need(a, 5, "sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]");
         sembench(a);
         break;
+      case "latch":
+        need(a, 8, "latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE");
+        latch(a);
+        break;
       case "rw":
         need(a, 8, "rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE");
         rw(a);
@@ -346,7 +381,7 @@ public final class CuratorPeer {
         break;
       default:
         fail(1, "unknown subcommand '" + cmd + "': counter, sem, sembench, "
-            + "rw, hold, hold-revocable, revoke, bench, now");
+            + "latch, rw, hold, hold-revocable, revoke, bench, now");
     }
   }
 }

@@ -246,6 +246,11 @@ static void lock_hold(zkl_lock *l) {
   }
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
+  if (l->kind == ZKL_KIND_LATCH && l->node) { /* on_change(true) */
+    char *full = zkl_join(l->t.path, l->node);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full);
+    free(full);
+  }
   zkl_task_notify(&l->t);
   /* (not sent yet for this node, or revocable: its data is read again) */
   if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);

@@ -85,6 +85,7 @@ static const char *const names_lease[] = { "-lease-", NULL };
 static const char *const names_rw[] = { "__READ__", "__WRIT__", NULL };
 static const char *const names_read[] = { "__READ__", NULL };
 static const char *const names_write[] = { "__WRIT__", NULL };
+static const char *const names_latch[] = { "-latch-", NULL };
 
 const char *const *zkl_markers(int family) {
   switch (family) {
@@ -92,6 +93,7 @@ const char *const *zkl_markers(int family) {
   case ZKL_FAMILY_RW: return names_rw;
   case ZKL_FAMILY_READ: return names_read;
   case ZKL_FAMILY_WRITE: return names_write;
+  case ZKL_FAMILY_LATCH: return names_latch;
   default: return names_mutex;
   }
 }
@@ -100,6 +102,7 @@ int zkl_kind_family(int kind) {
   switch (kind) {
   case ZKL_KIND_LEASE: return ZKL_FAMILY_LEASE;
   case ZKL_KIND_READ: case ZKL_KIND_WRITE: return ZKL_FAMILY_RW;
+  case ZKL_KIND_LATCH: return ZKL_FAMILY_LATCH;
   default: return ZKL_FAMILY_MUTEX;
   }
 }
@@ -109,6 +112,7 @@ const char *zkl_kind_marker(int kind) {
   case ZKL_KIND_LEASE: return "-lease-";
   case ZKL_KIND_READ: return "-__READ__";
   case ZKL_KIND_WRITE: return "-__WRIT__";
+  case ZKL_KIND_LATCH: return "-latch-"; /* Curator LeaderLatch */
   default: return "-lock-";
   }
 }
@@ -145,7 +149,7 @@ int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
     int kind = family == ZKL_FAMILY_RW
                  ? (e[i].which == 1 ? ZKL_KIND_WRITE : ZKL_KIND_READ)
                : family == ZKL_FAMILY_LEASE ? ZKL_KIND_LEASE
-               : ZKL_KIND_MUTEX;
+               : ZKL_KIND_MUTEX; /* (a latch leads as a mutex holds) */
     if (zkl_names_blocker(kind, max_leases, e, i, NULL) < 0) out[k++] = i;
   }
   return k;

@@ -85,9 +85,10 @@ typedef struct zkl_entry {
 
 /* The node kinds of the lock recipes; a family's markers recognise its
  * nodes (the read/write family: which 0 read, 1 write). */
-enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE };
+enum { ZKL_KIND_MUTEX, ZKL_KIND_LEASE, ZKL_KIND_READ, ZKL_KIND_WRITE,
+       ZKL_KIND_LATCH };
 enum { ZKL_FAMILY_MUTEX, ZKL_FAMILY_LEASE, ZKL_FAMILY_RW, ZKL_FAMILY_READ,
-       ZKL_FAMILY_WRITE };
+       ZKL_FAMILY_WRITE, ZKL_FAMILY_LATCH };
 const char *const *zkl_markers(int family);
 int zkl_kind_family(int kind);
 const char *zkl_kind_marker(int kind); /* what a new node's name carries */
@@ -169,7 +170,8 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
                           double *since);
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
-enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE };
+/* ZKL_EV_HELD: a leader latch's attempt came to lead (its node's path). */
+enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
 /* Queue connection-state notices (ZKL_EV_STATE, the path being the new
  * state: "connected", "suspended", "reconnected", "lost", "renewed")
  * from now on, or stop (Lua thread). */

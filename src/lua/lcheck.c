@@ -42,12 +42,12 @@ const char *zkl_checkdata(lua_State *L, int idx, const zkl_client *c,
 
 const char *const *zkl_checkmarkers(lua_State *L, int idx, int *family) {
   static const char *const names[] = { "mutex", "lease", "rw", "read",
-                                       "write", "all", NULL };
+                                       "write", "latch", "all", NULL };
   static const int families[] = { ZKL_FAMILY_MUTEX, ZKL_FAMILY_LEASE,
                                   ZKL_FAMILY_RW, ZKL_FAMILY_READ,
-                                  ZKL_FAMILY_WRITE };
+                                  ZKL_FAMILY_WRITE, ZKL_FAMILY_LATCH };
   int i = luaL_checkoption(L, idx, "mutex", names);
-  if (i == 5) { if (family) *family = -1; return NULL; }
+  if (i == 6) { if (family) *family = -1; return NULL; }
   if (family) *family = families[i];
   return zkl_markers(families[i]);
 }

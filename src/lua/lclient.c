@@ -204,7 +204,8 @@ static int lclient_events(lua_State *L) {
     lua_createtable(L, 2, 0);
     lua_pushstring(L, type == ZKL_EV_REVOKE ? "revoke"
                       : type == ZKL_EV_LOST ? "lost"
-                      : type == ZKL_EV_STATE ? "state" : "?");
+                      : type == ZKL_EV_STATE ? "state"
+                      : type == ZKL_EV_HELD ? "held" : "?");
     lua_rawseti(L, -2, 1);
     lua_pushstring(L, path);
     lua_rawseti(L, -2, 2);

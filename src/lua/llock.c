@@ -16,7 +16,7 @@ static const char *const llock_status[] = { "pending", "held", "done",
  *   -> attempt */
 static int llock_new(lua_State *L) {
   static const char *const kinds[] = { "mutex", "lease", "read", "write",
-                                       NULL };
+                                       "latch", NULL };
   zkl_client *c = zkl_checkclient(L, 1);
   const char *path = zkl_checkpath(L, 2);
   int kind = luaL_checkoption(L, 3, "mutex", kinds);

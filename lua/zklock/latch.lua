@@ -1,0 +1,281 @@
+--- Leader election, Curator LeaderLatch compatible: every participant
+-- keeps one protected ephemeral sequential node `<path>/_c_<uuid>-latch-<seq>`
+-- whose data is its participant id; the lowest node leads, and each
+-- participant watches only its predecessor.  A latch is a lock attempt of
+-- the latch kind carried out in C (the mutex's machine: pipelined create
+-- and listing, lost-create recovery, uint32 ordering, the self watch), that
+-- never gives up by itself: after a session loss or a foreign deletion of
+-- its node it joins again.  Loading this module adds `leader_latch` to the
+-- client methods.  docs/design.md, section 12.
+-- @module zklock.latch
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+local L = require "zklock.lock"
+R.internal_file()
+
+local box, unbox = core.box, core.unbox
+local client_methods = core.client_methods
+local setmetatable, type = setmetatable, type
+local now = core.now
+local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
+local argerror, check_path = R.argerror, R.check_path
+local check_timeout, closed = R.check_timeout, R.closed
+
+local Latch = { __name = "zklock.leader_latch" }
+Latch.__index = Latch
+
+-- client -> { [node path] = latch fields } (the current attempts' nodes)
+-- and client -> { [latch fields] = true } (every latch started, not closed)
+local by_node = setmetatable({}, WEAK_KEYS)
+local started = setmetatable({}, WEAK_KEYS)
+
+local function fields(self, fname)
+  return R.checked(self, Latch, fname, "leader latch")
+end
+
+--- A leader latch on `path` (Curator LeaderLatch).  `id`: the participant
+-- id written into our node (default: the client's id, see connect).
+function client_methods:leader_latch(path, id)
+  if not core.is_client(self) then
+    argerror(1, "leader_latch", "zklock client expected")
+  end
+  check_path(path, 1, "leader_latch")
+  if id ~= nil then R.check_data(self, id, 2, "leader_latch") end
+  return box(Latch, { client = self, path = path,
+    id = id or L.owner_data(self), fns = {} })
+end
+
+-- Tell the on_change listeners: leading (true) or not (false), once per
+-- change.
+local function tell(f, leading)
+  if f.leading == leading then return 0 end
+  f.leading = leading
+  local n = 0
+  for _, fn in ipairs(f.fns) do
+    local ok, err = xpcall(fn, debug.traceback, leading)
+    n = n + 1
+    if not ok then
+      io.stderr:write(("zklock: on_change callback failed: %s\n"):format(
+        tostring(err)))
+    end
+  end
+  return n
+end
+
+-- Join the queue with a fresh node (the attempt's node joins by_node once
+-- known).  Returns true, or nil, msg, code when the session cannot take it
+-- now (a later renewal or await joins again).
+local function join(f)
+  local client = f.client
+  if f.att then f.att:release() end
+  f.att = client:_lock(f.path, "latch", 1, f.id)
+  local ok, msg, code = f.att:start()
+  if not ok then f.att = nil; return nil, msg, code end
+  return true
+end
+
+-- Our attempt's node path, once created (registered for its events).
+local function node_of(f)
+  local name = f.att and f.att:info()
+  if not name then return nil end
+  local path = f.path .. "/" .. name
+  local reg = by_node[f.client]
+  if not reg then
+    reg = setmetatable({}, WEAK_VALUES)
+    by_node[f.client] = reg
+  end
+  reg[path] = f
+  return path
+end
+
+-- Is the attempt over (lost, failed, given up)?  Then it must join again.
+local function ended(f)
+  if not f.att then return true end
+  local st = f.att:poll()
+  return st == "failed" or st == "done"
+end
+
+-- The latch part of dispatch: "held" and "lost" of our nodes; a renewed
+-- session joins every latch whose attempt ended.
+R.latch_events = function(client, kind, arg)
+  if kind == "state" then
+    if arg ~= "renewed" and arg ~= "reconnected" then return 0 end
+    for f in pairs(started[client] or {}) do
+      if not f.closed and ended(f) then join(f) end
+    end
+    return 0
+  end
+  if kind ~= "held" and kind ~= "lost" then return 0 end
+  local reg = by_node[client]
+  local f = reg and reg[arg]
+  if not f then -- (a node Lua has not looked at yet)
+    for g in pairs(started[client] or {}) do node_of(g) end
+    reg = by_node[client]
+    f = reg and reg[arg]
+  end
+  if not f or f.closed then return 0 end
+  if kind == "held" then return tell(f, true) end
+  if kind == "lost" then
+    reg[arg] = nil
+    local n = tell(f, false)
+    join(f) -- (a session gone: joins once renewed)
+    return n
+  end
+  return 0
+end
+
+--- Join the election.  Raises when started already or closed.
+-- @return the latch, or nil, msg, code when the session refuses
+function Latch:start()
+  local f = fields(self, "start")
+  if f.started then argerror(1, "start", "leader latch already started") end
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  f.started = true
+  local set = started[f.client]
+  if not set then
+    set = setmetatable({}, WEAK_KEYS)
+    started[f.client] = set
+  end
+  set[f] = true
+  f.client:_want_state(true) -- (a renewed session joins again)
+  local ok
+  ok, msg, code = join(f)
+  if not ok then return nil, msg, code end
+  return self
+end
+
+--- Wait to lead, at most `timeout` seconds (nil: for ever).  Waiting does
+-- not leave the election: a timeout leaves the node queued.
+-- @return true, or nil, msg, code ("timeout", "closed", ...)
+function Latch:await(timeout)
+  local f = fields(self, "await")
+  timeout = check_timeout(timeout, 1, "await")
+  if not f.started or f.closed then
+    argerror(1, "await", "leader latch not started, or closed")
+  end
+  local client = f.client
+  local deadline = timeout and now() + timeout
+  while true do
+    local c, msg, code = closed(client)
+    if c then return nil, msg, code end
+    if ended(f) then
+      local ok
+      ok, msg, code = join(f)
+      if not ok and code == "session_expired" and R.renews[client] then
+        -- a new session is opening: wait for it, then join
+        if R.await(client, R.session_leaving(client, "expired"),
+            deadline) == "timeout" then
+          return nil, "timeout", "timeout"
+        end
+      elseif not ok then
+        return nil, msg, code
+      end
+    end
+    if f.att then
+      node_of(f)
+      local st = R.await(client, f.att, deadline, 0)
+      if st == "held" then
+        node_of(f)
+        if f.att:held() then return true end
+        -- ours, but the server is not heard from: wait for news
+        local _, gen = client:_poll()
+        local left = deadline and deadline - now()
+        R.wait(client, gen, left and math.min(left, 0.1) or 0.1)
+      elseif st == "timeout" then
+        return nil, "timeout", "timeout"
+      end
+    end
+    if deadline and now() >= deadline then return nil, "timeout", "timeout" end
+  end
+end
+
+--- True while we lead, as far as this process can know (the margin of
+-- `lock:is_held()` from when the server last heard us).
+function Latch:has_leadership()
+  local f = fields(self, "has_leadership")
+  if f.closed or not f.att then return false end
+  node_of(f)
+  return f.att:held()
+end
+
+--- `fn(leading)` is called with true when we come to lead and false when
+-- we stop (session lost, our node deleted by someone else), in Lua, where
+-- on_lost callbacks run.  @return the latch
+function Latch:on_change(fn)
+  local f = fields(self, "on_change")
+  if type(fn) ~= "function" then
+    argerror(1, "on_change", "function expected, got " .. type(fn))
+  end
+  f.fns[#f.fns + 1] = fn
+  return self
+end
+
+local function records(f, timeout, all)
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  return R.call_op(f.client, timeout or f.client:session_timeout(),
+    "_holders", f.path, "latch", 1, nil, all)
+end
+
+--- The current leader's id, or nil when nobody leads.
+-- @return id, or nil; or nil, msg, code
+function Latch:leader(timeout)
+  local f = fields(self, "leader")
+  timeout = check_timeout(timeout, 1, "leader")
+  local h, msg, code = records(f, timeout, false)
+  if not h then return nil, msg, code end
+  return h[1] and h[1].id
+end
+
+--- Every participant in queue order: `{ id =, node =, leader = bool }`.
+-- @return array, or nil, msg, code
+function Latch:participants(timeout)
+  local f = fields(self, "participants")
+  timeout = check_timeout(timeout, 1, "participants")
+  local all, msg, code = records(f, timeout, true)
+  if not all then return nil, msg, code end
+  local out = {}
+  for i, r in ipairs(all) do
+    out[i] = { id = r.id, node = r.node, leader = i == 1 }
+  end
+  return out
+end
+
+--- Fencing token of our node (its czxid) while we lead, or nil.
+function Latch:token()
+  local f = fields(self, "token")
+  if f.closed or not f.att or not f.att:held() then return nil end
+  return (select(2, f.att:info()))
+end
+
+--- Leave the election: our node goes (leadership, if we had it, ends).
+-- Idempotent; also __gc (through the attempt) and __close.
+-- @return true
+function Latch:close()
+  local f = fields(self, "close")
+  if f.closed then return true end
+  f.closed = true
+  if started[f.client] then started[f.client][f] = nil end
+  if f.att then
+    f.att:release()
+    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
+    f.att = nil
+  end
+  f.leading = false
+  return true
+end
+
+function Latch.__close(self)
+  local f = unbox(self)
+  if f and not f.closed then self:close() end
+end
+
+function Latch.__tostring(self)
+  local f = unbox(self)
+  return ("zklock.leader_latch{%s, %s}: %s"):format(f.path,
+    f.closed and "closed" or f.leading and "leading" or
+    f.started and "started" or "new", core.addr(self))
+end
+
+return { Latch = Latch }

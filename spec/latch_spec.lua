@@ -1,0 +1,154 @@
+-- Leader election (zk:leader_latch, Curator LeaderLatch compatible) against
+-- a real server: one leader, the lowest node; leadership handed over on
+-- close; ended at once by a foreign deletion or a lost session, and taken
+-- up again by itself; exactly one leader at a time across processes of
+-- both runtimes, with the checker proven on a broken stand-in.
+local H = require "spec.helpers"
+
+local unpack = table.unpack or unpack
+
+describe("leader latch", function()
+  local srv, zk, zk2
+
+  lazy_setup(function()
+    srv = H.testing.server({ min_session_timeout = 1000 })
+    zk = H.connect(srv, { id = "alpha" })
+    zk2 = H.connect(srv, { id = "beta" })
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if zk2 then zk2:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  it("the lowest node leads; leader(), participants(), token(); close " ..
+     "hands over", function()
+    local path = H.path("latch")
+    local a, b = zk:leader_latch(path), zk2:leader_latch(path)
+    assert.equal(a, a:start())
+    assert.is_true(a:await(5))
+    assert(b:start())
+    assert.same({ nil, "timeout", "timeout" }, { b:await(0.3) })
+    assert.is_true(a:has_leadership())
+    assert.is_false(b:has_leadership())
+    assert.equal("alpha", b:leader())
+    local p = assert(b:participants())
+    assert.equal(2, #p)
+    assert.same({ "alpha", true }, { p[1].id, p[1].leader })
+    assert.same({ "beta", false }, { p[2].id, p[2].leader })
+    assert.is_true(a:token() > 0)
+    assert.is_nil(b:token())
+    assert.has_error(function() a:start() end) -- started already
+    assert.is_true(a:close())
+    assert.is_true(b:await(5))
+    assert.equal("beta", a:leader(), "the next in line leads")
+    assert.is_true(b:close())
+    assert.is_true(b:close()) -- idempotent
+    assert.is_nil(a:leader())
+  end)
+
+  it("on_change: true on coming to lead, false when someone else deletes " ..
+     "our node; then it joins again and leads again", function()
+    local path = H.path("latch")
+    local a = zk:leader_latch(path, "solo")
+    local changes = {}
+    a:on_change(function(v) changes[#changes + 1] = v end)
+    assert(a:start())
+    assert(a:await(5))
+    H.wait_until(function() zk:dispatch(); return #changes == 1 end, 10,
+      "on_change(true)")
+    local node = assert(a:participants())[1].node
+    local del = assert(zk2:_delete(node))
+    assert(H.await(zk2, del, H.now() + 10) == "done")
+    H.wait_until(function() return not a:has_leadership() end, 10,
+      "leadership to end")
+    H.wait_until(function() zk:dispatch(); return #changes == 3 end, 10,
+      "false, then true again")
+    assert.same({ true, false, true }, changes)
+    assert(a:await(5))
+    assert.not_equal(node, assert(a:participants())[1].node) -- a new node
+    a:close()
+  end)
+
+  it("a lost session ends leadership, and the latch leads again on the " ..
+     "renewed session", function()
+    local proxy = H.testing.proxy(srv)
+    local c = H.connect(proxy:connect_string(), { session_timeout = 2 })
+    local path = H.path("latch")
+    local a = c:leader_latch(path)
+    local changes = {}
+    a:on_change(function(v) changes[#changes + 1] = v end)
+    assert(a:start())
+    assert(a:await(5))
+    proxy:stall(true, true) -- silence: the server expires the session
+    local ok, err = pcall(function()
+      H.wait_until(function() return not a:has_leadership() end, 10,
+        "leadership to end")
+      H.wait_until(function() return #H.children(zk, path) == 0 end, 20,
+        "the server to expire the session (our node gone)")
+    end)
+    proxy:cut()
+    proxy:stall(false, false)
+    assert(ok, err)
+    assert.is_true(a:await(20)) -- joined again by itself
+    H.wait_until(function() c:dispatch(); return #changes == 3 end, 10,
+      "true, false, true")
+    assert.same({ true, false, true }, changes)
+    assert.equal(1, c:stats().renewed)
+    a:close()
+    c:close()
+    proxy:close()
+  end)
+
+  it("refuses bad arguments", function()
+    assert.has_error(function() zk:leader_latch("x") end)
+    assert.has_error(function() zk:leader_latch("/x", 5) end)
+    local a = zk:leader_latch(H.path("latch"))
+    assert.has_error(function() a:await(1) end) -- not started
+    assert.has_error(function() a:on_change(1) end)
+  end)
+
+  -- ---------------------------------------------------------------------
+  -- processes of both runtimes: never two leaders at once
+
+  local function run_latches(broken)
+    local path = H.path("latch-procs")
+    local gate = H.tmpname("gate")
+    local procs, logs = {}, {}
+    for i = 1, 4 do
+      local rt = H.runtimes()[(i - 1) % 2 + 1]
+      logs[i] = H.tmpname("log")
+      local args = { "spec/workers/latch.lua", srv.connect_string, path,
+        "p" .. i, logs[i], 4, 40, gate }
+      if broken then args[#args + 1] = "broken" end
+      procs[i] = H.spawn_lua(rt[1], rt[2], unpack(args))
+    end
+    H.write(gate, "go")
+    local spans = {}
+    for i, p in ipairs(procs) do
+      local st = p:wait(120)
+      local out = p:output()
+      p:cleanup()
+      assert.equal(0, st, "worker " .. i .. ": " .. tostring(out))
+      for a, b in (H.read(logs[i]) or ""):gmatch("(%S+) (%S+)") do
+        spans[#spans + 1] = { tonumber(a), tonumber(b) }
+      end
+      os.remove(logs[i])
+    end
+    os.remove(gate)
+    return spans, H.max_overlap(spans)
+  end
+
+  it("4 processes (Lua 5.4 and LuaJIT) x 4 terms: one leader at a time, " ..
+     "every term served", function()
+    local spans, max = run_latches(false)
+    assert.equal(16, #spans)
+    assert.equal(1, max)
+  end)
+
+  it("the checker catches two leaders at once", function()
+    local spans, max = run_latches(true)
+    assert.equal(16, #spans)
+    assert.is_true(max > 1, "leaders at once: " .. max)
+  end)
+end)
