@@ -31,6 +31,7 @@ build = {
     ["zklock.semaphore"] = "lua/zklock/semaphore.lua",
     ["zklock.multilock"] = "lua/zklock/multilock.lua",
     ["zklock.barrier"] = "lua/zklock/barrier.lua",
+    ["zklock.election"] = "lua/zklock/election.lua",
     ["zklock.testing"] = "lua/zklock/testing.lua",
     ["zklock.ngx"] = "lua/zklock/ngx.lua",
     ["zklock.core"] = {

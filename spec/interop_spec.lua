@@ -303,6 +303,38 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     assert.is_true(kinds.curator and kinds.zklock)
   end)
 
+  it("Curator LeaderSelector and zklock selectors (Lua 5.4 and LuaJIT) on " ..
+      "one path: one turn at a time, leadership alternates", function()
+    local path = H.path("interop-selector")
+    local gate = H.tmpname("gate")
+    local base = connections()
+    local list, TURNS = {}, 4
+    for i = 1, 2 do
+      local log = H.tmpname("log")
+      list[#list + 1] = { who = "curator", log = log,
+        p = curator("selector", srv.connect_string, path, "curator-" .. i,
+          log, TURNS, 40, gate) }
+      log = H.tmpname("log")
+      list[#list + 1] = { who = "zklock", log = log,
+        p = zkl_worker(i, "spec/workers/selector.lua", srv.connect_string,
+          path, "zklock-" .. i, log, TURNS, 40, gate) }
+    end
+    wait_connected(base, list)
+    H.write(gate, "go")
+    for _, w in ipairs(list) do
+      wait_ok(w.p, w.who .. " selector worker", 180)
+    end
+    os.remove(gate)
+    local iv, spans, cross = intervals_of(list), {}, 0
+    for i, x in ipairs(iv) do
+      spans[i] = { x.s, x.e }
+      if i > 1 and iv[i - 1].who ~= x.who then cross = cross + 1 end
+    end
+    assert.is_true(#iv >= 4 * TURNS) -- every participant had its turns
+    assert.equal(1, H.max_overlap(spans))
+    assert.is_true(cross > 0, "Curator and zklock never alternated")
+  end)
+
   -- (c)
   local NODE = {
     curator = "/_c_%x+%-%x+%-%x+%-%x+%-%x+%-lock%-%d%d%d%d%d%d%d%d%d%d$",

@@ -17,7 +17,7 @@ local L = require "zklock.lock"
 require "zklock.semaphore"
 require "zklock.multilock"
 require "zklock.barrier"
-require "zklock.latch"
+require "zklock.election"
 
 local M = {
   _VERSION = "zklock 0.1.0",

@@ -172,7 +172,7 @@ local function notify_state(client, new)
   return n
 end
 
--- The leader latches' part of dispatch (zklock.latch sets it):
+-- The leader latches' part of dispatch (zklock.election sets it):
 -- fn(client, kind, arg) -> how many callbacks ran.
 R.latch_events = nil
 

@@ -6,6 +6,7 @@
 //   sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE
 //   sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]
 //   latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE
+//   selector HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE
 //   rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
 //   hold HOSTS PATH READYFILE [RELEASEFILE]
 //   hold-revocable HOSTS PATH READYFILE DONEFILE
@@ -28,6 +29,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -246,6 +249,42 @@ public final class CuratorPeer {
     }
   }
 
+  // selector HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE: a requeued
+  // LeaderSelector whose turns last HOLDMS; logs "start end" per turn
+  static void selector(String[] a) throws Exception {
+    final int cycles = Integer.parseInt(a[5]);
+    final long holdMs = Long.parseLong(a[6]);
+    String logFile = a[4], gate = a[7];
+    final StringBuilder log = new StringBuilder();
+    final CountDownLatch done = new CountDownLatch(cycles);
+    try (CuratorFramework c = connect(a[1])) {
+      waitForFile(gate, 60);
+      LeaderSelector s = new LeaderSelector(c, a[2],
+          new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework cf) throws Exception {
+              double t0 = now();
+              Thread.sleep(holdMs);
+              double t1 = now();
+              synchronized (log) {
+                log.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+              }
+              done.countDown();
+            }
+          });
+      s.setId(a[3]);
+      s.autoRequeue();
+      s.start();
+      if (!done.await(ACQUIRE_S * 2, TimeUnit.SECONDS)) {
+        fail(2, "turns of " + a[2] + " not all had in time");
+      }
+      s.close();
+      synchronized (log) {
+        Files.write(Paths.get(logFile), log.toString().getBytes(StandardCharsets.UTF_8));
+      }
+    }
+  }
+
   // rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
   static void rw(String[] a) throws Exception {
     boolean write;
@@ -352,6 +391,10 @@ public final class CuratorPeer {
         need(a, 5, "sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]");
         sembench(a);
         break;
+      case "selector":
+        need(a, 8, "selector HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE");
+        selector(a);
+        break;
       case "latch":
         need(a, 8, "latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE");
         latch(a);
@@ -381,7 +424,7 @@ public final class CuratorPeer {
         break;
       default:
         fail(1, "unknown subcommand '" + cmd + "': counter, sem, sembench, "
-            + "latch, rw, hold, hold-revocable, revoke, bench, now");
+            + "latch, selector, rw, hold, hold-revocable, revoke, bench, now");
     }
   }
 }

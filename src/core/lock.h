@@ -28,6 +28,7 @@ struct zkl_lock {
   char *node;      /* our child's name once known */
   char *ignore;    /* read lock of the write holder: our own writer node */
   int revocable;   /* watch our node's data for "__REVOKE__" */
+  int notify_held; /* queue a "held" event when it comes to hold */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
   int self_armed;  /* self_gen of the node the self watch was sent for */

@@ -63,6 +63,12 @@ void zkl_lock_revocable(zkl_lock *l) {
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
+void zkl_lock_notify_held(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  l->notify_held = 1;
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
 void zkl_lock_max_hold(zkl_lock *l, double seconds) {
   pthread_mutex_lock(&l->t.c->mu);
   l->max_hold = seconds > 0 ? seconds : 0;

@@ -194,6 +194,8 @@ void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
 /* A hold lasts at most `seconds` (0: no limit): then it ends as a lost
  * one (on_lost, our node deleted), whatever the holder is doing. */
 void zkl_lock_max_hold(zkl_lock *l, double seconds);
+/* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
+void zkl_lock_notify_held(zkl_lock *l);
 int zkl_lock_start(zkl_lock *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */

@@ -96,6 +96,12 @@ static int llock_info(lua_State *L) {
   return 2;
 }
 
+/* attempt:notify_held(): queue a "held" event when it comes to hold */
+static int llock_notify_held(lua_State *L) {
+  zkl_lock_notify_held(llock_check(L));
+  return 0;
+}
+
 /* attempt:revocable(): watch our node for revocation requests */
 static int llock_revocable(lua_State *L) {
   zkl_lock_revocable(llock_check(L));
@@ -177,6 +183,7 @@ void zkl_open_lock(lua_State *L) {
     { "held", llock_held },
     { "info", llock_info },
     { "revocable", llock_revocable },
+    { "notify_held", llock_notify_held },
     { "_wake", llock_wake },
     { NULL, NULL }
   };

@@ -7,7 +7,7 @@ local H = require "spec.helpers"
 
 local unpack = table.unpack or unpack
 
-describe("leader latch", function()
+describe("leader election", function()
   local srv, zk, zk2
 
   lazy_setup(function()
@@ -106,6 +106,72 @@ describe("leader latch", function()
     local a = zk:leader_latch(H.path("latch"))
     assert.has_error(function() a:await(1) end) -- not started
     assert.has_error(function() a:on_change(1) end)
+  end)
+
+  -- ---------------------------------------------------------------------
+  -- the leader selector
+
+  it("selector: fn runs when chosen, leadership lasts until it returns, " ..
+     "requeued participants take turns", function()
+    local path = H.path("selector")
+    local log, clients, sels, failures = {}, { zk, zk2 }, {}, {}
+    for i, name in ipairs { "A", "B" } do
+      sels[i] = clients[i]:leader_selector(path, function(sel)
+        local ok, err = pcall(function()
+          log[#log + 1] = name
+          assert.is_true(sel:has_leadership())
+          assert.is_false(sels[3 - i]:has_leadership())
+          assert.equal(zk:session_id() == clients[i]:session_id() and
+            "alpha" or "beta", assert(zk:mutex(path):holders())[1].id)
+        end)
+        if not ok then failures[#failures + 1] = tostring(err) end
+      end)
+    end
+    assert(sels[1]:start())
+    assert(sels[2]:start())
+    H.wait_until(function()
+      zk:dispatch(0.01); zk2:dispatch(0.01)
+      return #log >= 6
+    end, 30, "six turns")
+    sels[1]:close(); sels[2]:close()
+    assert.same({}, failures)
+    for i = 2, #log do
+      assert.not_equal(log[i - 1], log[i], "turns: " .. table.concat(log, " "))
+    end
+    assert.is_false(sels[1]:has_leadership())
+  end)
+
+  it("selector: requeue = false runs once; interrupt() and a lost node " ..
+     "ask fn to stop", function()
+    local path = H.path("selector")
+    local once = zk2:leader_selector(path, function() end, { requeue = false })
+    assert(once:start())
+    H.wait_until(function() zk2:dispatch(0.01); return once:turns() == 1 end,
+      10, "its one turn")
+    local seen, deleted = {}, false
+    local s
+    s = zk:leader_selector(path, function(sel)
+      -- a cooperative job: works until asked to stop
+      local node = assert(zk:mutex(path):holders())[1].node
+      if not deleted then -- someone deletes our node: the turn must stop
+        deleted = true
+        local del = assert(zk2:_delete(node))
+        assert(H.await(zk2, del, H.now() + 10) == "done")
+      end
+      H.wait_until(function()
+        zk:dispatch(0.02)
+        return sel:is_interrupted()
+      end, 10, "the interruption")
+      seen[#seen + 1] = sel:has_leadership()
+      if #seen == 2 then sel:interrupt() end
+    end, { id = "job" })
+    assert(s:start())
+    H.wait_until(function() zk:dispatch(0.01); return #seen >= 1 end, 20,
+      "an interrupted turn")
+    assert.is_false(seen[1]) -- our node went: no leadership
+    s:close()
+    assert.equal(1, once:turns())
+    once:close()
   end)
 
   -- ---------------------------------------------------------------------

@@ -1,13 +1,21 @@
---- Leader election, Curator LeaderLatch compatible: every participant
+--- Leader election, Curator compatible: the leader latch (LeaderLatch)
+-- and the leader selector (LeaderSelector).
+--
+-- Latch: every participant
 -- keeps one protected ephemeral sequential node `<path>/_c_<uuid>-latch-<seq>`
 -- whose data is its participant id; the lowest node leads, and each
 -- participant watches only its predecessor.  A latch is a lock attempt of
 -- the latch kind carried out in C (the mutex's machine: pipelined create
 -- and listing, lost-create recovery, uint32 ordering, the self watch), that
 -- never gives up by itself: after a session loss or a foreign deletion of
--- its node it joins again.  Loading this module adds `leader_latch` to the
--- client methods.  docs/design.md, section 12.
--- @module zklock.latch
+-- its node it joins again.
+--
+-- Selector: a mutex on `path` (Curator InterProcessMutex nodes, data = the
+-- participant id); when we hold it, `fn(selector)` runs, where callbacks
+-- run (under zklock.ngx, in a timer of its own), and leadership lasts until
+-- fn returns.  Loading this module adds `leader_latch` and
+-- `leader_selector` to the client methods.  docs/design.md, section 12.
+-- @module zklock.election
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -68,7 +76,8 @@ end
 local function join(f)
   local client = f.client
   if f.att then f.att:release() end
-  f.att = client:_lock(f.path, "latch", 1, f.id)
+  f.att = client:_lock(f.path, f.selector and "mutex" or "latch", 1, f.id)
+  if f.selector then f.att:notify_held() end
   local ok, msg, code = f.att:start()
   if not ok then f.att = nil; return nil, msg, code end
   return true
@@ -101,7 +110,10 @@ R.latch_events = function(client, kind, arg)
   if kind == "state" then
     if arg ~= "renewed" and arg ~= "reconnected" then return 0 end
     for f in pairs(started[client] or {}) do
-      if not f.closed and ended(f) then join(f) end
+      local wants = not f.selector or f.requeue or f.turns == 0
+      if not f.closed and not f.running and wants and ended(f) then
+        join(f)
+      end
     end
     return 0
   end
@@ -114,6 +126,7 @@ R.latch_events = function(client, kind, arg)
     f = reg and reg[arg]
   end
   if not f or f.closed then return 0 end
+  if f.selector then return f.selector(kind, arg) end
   if kind == "held" then return tell(f, true) end
   if kind == "lost" then
     reg[arg] = nil
@@ -278,4 +291,150 @@ function Latch.__tostring(self)
     f.started and "started" or "new", core.addr(self))
 end
 
-return { Latch = Latch }
+-- ---------------------------------------------------------------------------
+-- the leader selector
+
+local Selector = { __name = "zklock.leader_selector" }
+Selector.__index = Selector
+
+local function sel_fields(self, fname)
+  return R.checked(self, Selector, fname, "leader selector")
+end
+
+local function report(err)
+  io.stderr:write(("zklock: leader selector function failed: %s\n"):format(
+    tostring(err)))
+end
+
+-- Our turn: run fn(selector) to its end, give leadership back, queue
+-- again if asked.  Under zklock.ngx in a timer of its own (it may yield;
+-- the worker goes on).
+local function run_turn(f)
+  if f.running or f.closed then return 0 end
+  f.running, f.interrupted = true, false
+  local function body()
+    local ok, err = xpcall(f.fn, debug.traceback, f.self)
+    if not ok then report(err) end
+    f.running = false
+    f.turns = f.turns + 1
+    local att = f.att
+    f.att = nil
+    if att then att:release() end -- leadership ends with fn
+    if f.requeue and not f.closed and not closed(f.client) then join(f) end
+  end
+  if R.hooks.dispatcher and ngx and ngx.timer then
+    local ok, err = ngx.timer.at(0, function(premature)
+      if premature then f.running = false; return end
+      body()
+    end)
+    if not ok then f.running = false; report(err) end
+  else
+    body()
+  end
+  return 1
+end
+
+--- A leader selector on `path` (Curator LeaderSelector): once started,
+-- `fn(selector)` runs each time this participant is chosen, where
+-- callbacks run (zklock waits, `zk:dispatch()`; under zklock.ngx in a
+-- timer of its own); leadership lasts until fn returns.  `opts.requeue`
+-- (default true) queues again after each turn; `opts.id` the participant
+-- id (default: the client's).
+function client_methods:leader_selector(path, fn, opts)
+  if not core.is_client(self) then
+    argerror(1, "leader_selector", "zklock client expected")
+  end
+  check_path(path, 1, "leader_selector")
+  if type(fn) ~= "function" then
+    argerror(2, "leader_selector", "function expected, got " .. type(fn))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    argerror(3, "leader_selector", "table expected, got " .. type(opts))
+  end
+  opts = opts or {}
+  if opts.id ~= nil then R.check_data(self, opts.id, 3, "leader_selector") end
+  local f = { client = self, path = path, fn = fn, turns = 0,
+    id = opts.id or L.owner_data(self), requeue = opts.requeue ~= false }
+  local sel = box(Selector, f)
+  f.self = sel
+  f.selector = function(kind)
+    if kind == "held" then return run_turn(f) end
+    -- lost: the session, or our node: fn is asked to stop
+    f.interrupted = true
+    if not f.running and not f.closed then join(f) end
+    return 0
+  end
+  return sel
+end
+
+--- Join: wait for our turns.  Raises when started already.
+-- @return the selector, or nil, msg, code
+function Selector:start()
+  local f = sel_fields(self, "start")
+  if f.started then argerror(1, "start", "leader selector already started") end
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  f.started = true
+  local set = started[f.client]
+  if not set then
+    set = setmetatable({}, WEAK_KEYS)
+    started[f.client] = set
+  end
+  set[f] = true
+  f.client:_want_state(true)
+  local ok
+  ok, msg, code = join(f)
+  if not ok then return nil, msg, code end
+  return self
+end
+
+--- Ask the running fn to stop (it checks `is_interrupted()`).
+function Selector:interrupt()
+  sel_fields(self, "interrupt").interrupted = true
+end
+
+--- True once asked to stop: by `interrupt()`, `close()`, or a lost
+-- session or node.
+function Selector:is_interrupted()
+  return sel_fields(self, "is_interrupted").interrupted == true
+end
+
+--- True while fn runs and we still hold (the margin of `is_held()`).
+function Selector:has_leadership()
+  local f = sel_fields(self, "has_leadership")
+  return f.running == true and f.att ~= nil and f.att:held()
+end
+
+--- How many turns have run to their end.
+function Selector:turns()
+  return sel_fields(self, "turns").turns
+end
+
+--- Leave: no more turns; a running fn is interrupted, and leadership ends
+-- when it returns.  Idempotent; also __close.  @return true
+function Selector:close()
+  local f = sel_fields(self, "close")
+  if f.closed then return true end
+  f.closed, f.interrupted = true, true
+  if started[f.client] then started[f.client][f] = nil end
+  if f.att and not f.running then
+    f.att:release()
+    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
+    f.att = nil
+  end
+  return true
+end
+
+function Selector.__close(self)
+  local f = unbox(self)
+  if f and not f.closed then self:close() end
+end
+
+function Selector.__tostring(self)
+  local f = unbox(self)
+  return ("zklock.leader_selector{%s, %s}: %s"):format(f.path,
+    f.closed and "closed" or f.running and "leading" or
+    f.started and "started" or "new", core.addr(self))
+end
+
+return { Latch = Latch, Selector = Selector }
