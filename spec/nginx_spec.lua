@@ -23,6 +23,21 @@ location = /hold {
         lock:release()
     }
 }
+location = /hold_max {
+    # hold with max_hold = 1 s, then idle 6 s: nothing of this request's Lua
+    # runs meanwhile, yet the hold must end on time
+    content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(30, { max_hold = 1 }))
+        ngx.sleep(6)
+        local held = lock:is_held()
+        local ok, _, code = lock:release()
+        -- 200 only when the hold had ended by itself
+        if held or ok or code ~= "lock_lost" then ngx.status = 500 end
+        ngx.say("held after: ", tostring(held), ", release: ",
+          tostring(ok or code))
+    }
+}
 location = /hold_error {
     content_by_lua_block {
         local lock = require("stock").lock()
@@ -221,6 +236,61 @@ describe("zklock under OpenResty (real nginx)", function()
     assert.equal(200, code)
     assert.matches("/zklock%-example/stock%-lock/_c_", second)
     assert.not_equal(first, second) -- a node of its own, not a re-entry
+    assert.equal(0, queued())
+  end)
+
+  it("exactly one worker across two instances runs the periodic job; " ..
+     "another takes over when it is killed", function()
+    local a, b = start { workers = 2 }, start { workers = 2 }
+    local HEART = "/zklock-example/leader-heartbeat"
+    local function writer()
+      local data = zk:get(HEART)
+      return data and tonumber(data:match("^(%d+)"))
+    end
+    -- the heartbeat's writers over `secs`: one pid, if one leads
+    local function writers(secs)
+      local seen, n, t = {}, 0, H.now() + secs
+      while H.now() < t do
+        local p = writer()
+        if p and not seen[p] then seen[p] = true; n = n + 1 end
+        H.nap(0.05)
+      end
+      return seen, n
+    end
+    H.wait_until(function() return writer() ~= nil end, 30, "a heartbeat")
+    local seen, n = writers(2)
+    assert.equal(1, n, "heartbeats from several workers")
+    local leader = next(seen)
+    local workers = {}
+    for _, w in ipairs(a:workers()) do workers[w] = a end
+    for _, w in ipairs(b:workers()) do workers[w] = b end
+    assert.is_truthy(workers[leader], "the leader is none of the workers")
+    -- the job runs in a timer of its own: the leader's instance answers
+    local code = workers[leader]:get("/ping")
+    assert.equal(200, code)
+    os.execute("kill -9 " .. leader)
+    H.wait_until(function()
+      local p = writer()
+      return p ~= nil and p ~= leader
+    end, 40, "another worker to take over")
+    seen, n = writers(2)
+    assert.equal(1, n, "heartbeats from several workers after the take-over")
+    assert.is_nil(seen[leader])
+  end)
+
+  it("max_hold ends a hold while its request idles: a waiter gets the " ..
+     "lock on time", function()
+    local a = start { workers = 1, extra = EXTRA }
+    local holder = N.parallel_bg({ a:url("/hold_max") }, 30)
+    H.wait_until(function() return queued() == 1 end, 15, "the hold")
+    local t0 = H.now()
+    local m = zk:mutex(LOCK)
+    assert(m:acquire(10))
+    local waited = H.now() - t0
+    m:release()
+    -- within max_hold (1 s) and some slack, long before the request woke
+    assert.is_true(waited < 4, ("the waiter waited %.2f s"):format(waited))
+    assert.equal(1, holder()[200])
     assert.equal(0, queued())
   end)
 

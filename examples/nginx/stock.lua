@@ -10,6 +10,7 @@ local M = {}
 
 local LOCK = "/zklock-example/stock-lock"
 local STOCK = "/zklock-example/stock"
+local HEARTBEAT = "/zklock-example/leader-heartbeat"
 local ACQUIRE_TIMEOUT = 30
 
 local zk, lock
@@ -20,11 +21,18 @@ function M.init_worker()
   zk = assert(zngx.connect(assert(os.getenv("ZK_HOSTS"),
     "ZK_HOSTS is not set"), { session_timeout = 10 }))
   lock = zk:mutex(LOCK)
+  -- the fleet's periodic job, run by one worker at a time (leader.lua):
+  -- a heartbeat naming the leading worker, and the stock in the log
+  require("leader").init_worker(zk, function()
+    assert(zk:set(HEARTBEAT, ("%d %.3f"):format(ngx.worker.pid(), ngx.now())))
+    local left = zk:get(STOCK)
+    ngx.log(ngx.INFO, "leader ", ngx.worker.pid(), ": stock ", left or "?")
+  end, 0.2)
 end
 
 function M.client() return zk end
 function M.lock() return lock end
-M.LOCK, M.STOCK = LOCK, STOCK
+M.LOCK, M.STOCK, M.HEARTBEAT = LOCK, STOCK, HEARTBEAT
 
 local function fail(status, msg)
   ngx.status = status
