@@ -166,6 +166,9 @@ local ok, err = pcall(function()
     end)
     print(("ratio zklock.%s/curator.%s=%.2f"):format(name, name, zs / cur))
   end
+
+  -- leadership failover, after close() and after SIGKILL (bench/failover.lua)
+  dofile("bench/failover.lua")(hosts, JAVA_CP, line, TMP)
 end)
 srv:close()
 assert(ok, err)

@@ -7,6 +7,8 @@
 //   sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]
 //   latch HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE
 //   selector HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE
+//   latchbench HOSTS PATH OUTFILE RELEASEFILE (bench/failover.lua)
+// The session timeout is 10 s, or the property peer.session.ms.
 //   rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
 //   hold HOSTS PATH READYFILE [RELEASEFILE]
 //   hold-revocable HOSTS PATH READYFILE DONEFILE
@@ -59,7 +61,7 @@ public final class CuratorPeer {
   static CuratorFramework connect(String hosts) throws Exception {
     CuratorFramework c = CuratorFrameworkFactory.builder()
         .connectString(hosts)
-        .sessionTimeoutMs(10000)
+        .sessionTimeoutMs(Integer.getInteger("peer.session.ms", 10000))
         .connectionTimeoutMs(10000)
         .retryPolicy(new ExponentialBackoffRetry(100, 5, 2000))
         .build();
@@ -285,6 +287,27 @@ public final class CuratorPeer {
     }
   }
 
+  static void append(String file, String line) throws Exception {
+    Files.write(Paths.get(file), (line + "\n").getBytes(StandardCharsets.UTF_8),
+        java.nio.file.StandardOpenOption.CREATE,
+        java.nio.file.StandardOpenOption.APPEND);
+  }
+
+  // latchbench HOSTS PATH OUTFILE RELEASEFILE: the protocol of
+  // bench/latch_worker.lua (joined, leading <t>, closed <t>)
+  static void latchbench(String[] a) throws Exception {
+    try (CuratorFramework c = connect(a[1])) {
+      LeaderLatch l = new LeaderLatch(c, a[2]);
+      l.start();
+      append(a[3], "joined");
+      if (!l.await(300, TimeUnit.SECONDS)) fail(2, "never led");
+      append(a[3], String.format(Locale.ROOT, "leading %.6f", now()));
+      waitForFile(a[4], 300);
+      append(a[3], String.format(Locale.ROOT, "closed %.6f", now()));
+      l.close();
+    }
+  }
+
   // rw HOSTS PATH read|write LOGFILE CYCLES HOLDMS GATEFILE
   static void rw(String[] a) throws Exception {
     boolean write;
@@ -390,6 +413,10 @@ public final class CuratorPeer {
       case "sembench":
         need(a, 5, "sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]");
         sembench(a);
+        break;
+      case "latchbench":
+        need(a, 5, "latchbench HOSTS PATH OUTFILE RELEASEFILE");
+        latchbench(a);
         break;
       case "selector":
         need(a, 8, "selector HOSTS PATH ID LOGFILE CYCLES HOLDMS GATEFILE");
