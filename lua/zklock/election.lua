@@ -104,6 +104,12 @@ local function ended(f)
   return st == "failed" or st == "done"
 end
 
+-- Does client have latches or selectors that must hear of a renewed
+-- session (zk:on_state(nil) keeps the notices on then)?
+R.elections = function(client)
+  return next(started[client] or {}) ~= nil
+end
+
 -- The latch part of dispatch: "held" and "lost" of our nodes; a renewed
 -- session joins every latch whose attempt ended.
 R.latch_events = function(client, kind, arg)

@@ -142,7 +142,8 @@ function client_methods:on_state(fn)
   local list = R.state_listeners[self]
   if fn == nil then
     R.state_listeners[self] = nil
-    self:_want_state(false)
+    -- (leader latches and selectors still hear of a renewed session)
+    self:_want_state(R.elections and R.elections(self) or false)
     return self
   end
   if not list then
