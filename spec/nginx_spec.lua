@@ -7,6 +7,54 @@ local zklock = H.zklock
 
 local LOCK = "/zklock-example/stock-lock"
 
+-- A service written as a new user would: plain `require "zklock"`, no
+-- zklock.ngx, and a handler whose locked function yields (ngx.sleep).
+local PLAIN_CONF = [[
+__USER__
+worker_processes __WORKERS__;
+error_log logs/error.log warn;
+pid logs/nginx.pid;
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+env ZK_HOSTS;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    default_type text/plain;
+    lua_package_path "__ROOT__/lua/?.lua;__ROOT__/lua/?/init.lua;;";
+    lua_package_cpath "__ROOT__/build/luajit/?.so;;";
+    init_worker_by_lua_block {
+        zklock = require "zklock"
+        zk = assert(zklock.connect(os.getenv("ZK_HOSTS")))
+    }
+    server {
+        listen 127.0.0.1:__PORT__;
+        location = /ping { content_by_lua_block { ngx.say("pong") } }
+        location = /reset { content_by_lua_block {
+            assert(zk:set("/zklock-plain/stock", ngx.var.arg_n or "30"))
+            ngx.say("ok")
+        } }
+        location = /buy { content_by_lua_block {
+            local sold, msg = zklock.with_lock(zk:mutex("/zklock-plain/lock"),
+              60, function()
+                local n = tonumber((assert(zk:get("/zklock-plain/stock"))))
+                ngx.sleep(0.002)
+                if n <= 0 then return false end
+                assert(zk:set("/zklock-plain/stock", tostring(n - 1)))
+                return true
+              end)
+            if sold == nil then ngx.status = 500; ngx.say(msg); return end
+            ngx.status = sold and 200 or 409
+            ngx.say(sold and "sold" or "sold out")
+        } }
+        location = /stock { content_by_lua_block {
+            ngx.say((zk:get("/zklock-plain/stock")))
+        } }
+        include extra/*.conf;
+    }
+}
+]]
+
 -- Test-only locations, added to the example's server block.  Each takes
 -- the worker's shared lock object (examples/nginx/stock.lua).
 local EXTRA = [[
@@ -179,6 +227,31 @@ describe("zklock under OpenResty (real nginx)", function()
     local sold = st[200] or 0
     assert.is_true(sold > 30 or tonumber(left) ~= 30 - sold,
       ("unlocked: %d sold, %s left: no oversell seen"):format(sold, left))
+  end)
+
+  it("plain require \"zklock\" never blocks a worker: 200 concurrent buys " ..
+     "over two instances x 2 workers sell exactly 30, /ping answers meanwhile",
+     function()
+    local conf = H.tmpname("plain") .. ".conf"
+    H.write(conf, PLAIN_CONF)
+    local a = start { workers = 2, conf = conf }
+    local b = start { workers = 2, conf = conf }
+    os.remove(conf)
+    assert.equal(200, (a:get("/reset?n=30")))
+    local buyers = N.parallel_bg(urls({ a, b }, "/buy", 200), 60)
+    local worst = 0
+    for _ = 1, 10 do
+      local code, _, t = a:get("/ping", 10)
+      assert.equal(200, code)
+      if t > worst then worst = t end
+    end
+    local st = buyers()
+    assert.equal(30, st[200])
+    assert.equal(170, st[409])
+    local _, left = a:get("/stock")
+    assert.equal("0", left)
+    -- (a blocking waiter took 10 s per /ping here, and sold 2 of 30)
+    assert.is_true(worst < 1, ("/ping took %.3f s"):format(worst))
   end)
 
   it("a worker answers /ping promptly while 200 of its requests queue on " ..

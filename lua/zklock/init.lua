@@ -258,4 +258,15 @@ M.client_methods = client_methods
 --- The lock class (its methods: `acquire`, `release`, `is_held`, ...).
 M.Lock = L.Lock
 
+-- Inside nginx's Lua module a zklock wait must never block the worker: a
+-- blocking wait there deadlocks the server (the holder waits for the very
+-- worker that waits).  So `require "zklock"` alone installs zklock.ngx's
+-- waiter, and `zklock.connect` is zklock.ngx.connect (call it in
+-- init_worker_by_lua*); `require "zklock.ngx"` stays valid (docs/openresty.md).
+if type(ngx) == "table" and type(ngx.config) == "table" and
+    ngx.config.ngx_lua_version and type(ngx.timer) == "table" then
+  package.loaded["zklock"] = M -- (zklock.ngx requires us back)
+  M.connect = require("zklock.ngx").connect
+end
+
 return M

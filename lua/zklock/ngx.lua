@@ -10,6 +10,8 @@
 --       local ok, msg = zklock.with_lock(m, 5, function() ... end)
 --     }
 --
+-- `require "zklock"` inside nginx loads this module by itself (and its
+-- connect is this one's); requiring it too is harmless.
 -- Loading this module makes every zklock wait in this worker yield: an
 -- acquire in a request handler suspends that request only, and the worker
 -- goes on serving others.  Each request (each Lua thread, in fact) is its
