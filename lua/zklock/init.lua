@@ -264,7 +264,8 @@ M.Lock = L.Lock
 -- waiter, and `zklock.connect` is zklock.ngx.connect (call it in
 -- init_worker_by_lua*); `require "zklock.ngx"` stays valid (docs/openresty.md).
 if type(ngx) == "table" and type(ngx.config) == "table" and
-    ngx.config.ngx_lua_version and type(ngx.timer) == "table" then
+    ngx.config.ngx_lua_version and type(ngx.timer) == "table" and
+    not R.ngx_loading then
   package.loaded["zklock"] = M -- (zklock.ngx requires us back)
   M.connect = require("zklock.ngx").connect
 end

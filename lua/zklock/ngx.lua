@@ -34,9 +34,10 @@
 -- finalized (client abort with lua_check_client_abort, ngx.exit from
 -- another light thread) has its queued node deleted.
 -- @module zklock.ngx
+local R = require "zklock.runtime"
+R.ngx_loading = true -- (zklock, loaded next, must not load us back)
 local zklock = require "zklock"
 local core = require "zklock.core"
-local R = require "zklock.runtime"
 R.internal_file() -- (bad arguments point past this file, at the caller)
 
 if type(ngx) ~= "table" or not ngx.timer then
@@ -400,6 +401,7 @@ end
 R.hooks.owner = owner
 R.hooks.dispatcher = true
 zklock.set_waiter(wait)
+zklock.connect = M.connect -- (whichever module was required first)
 
 --- This worker's wait machinery, for tests and monitoring: `live` (the
 -- wake-up socket is read), `entries` (objects with a wake-up entry),
