@@ -6,6 +6,7 @@
 local H = require "spec.helpers"
 local zklock = H.zklock
 local now = H.now
+local unpack = table.unpack or unpack
 
 local PYTHON = "/usr/bin/python3" -- Debian's, where python3-kazoo lives
 local KAZOO = "spec/peers/kazoo_peer.py"
@@ -183,7 +184,7 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
         gate }
       if sem then args[#args + 1] = "semmutex" end
       list[#list + 1] = { who = kind, log = log,
-        p = peer(kind, (table.unpack or unpack)(args)) }
+        p = peer(kind, unpack(args)) }
     end
     for i = 1, n_zkl do
       local log = H.tmpname("log")
@@ -237,29 +238,45 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     assert.is_true(r.cross > 0, "zklock and Curator never alternated")
   end)
 
-  it("Curator InterProcessSemaphoreV2 and zklock semaphores (Lua 5.4 and " ..
-      "LuaJIT) share 2 leases: never more, and both kinds at once",
-      function()
-    local path = H.path("interop-sem")
+  -- 2 Curator peers and 2 zklock workers (one per runtime) on one path,
+  -- started together through a gate once all are connected.
+  -- peer_args(i, log, gate) and worker_args(i, log, gate) give their
+  -- arguments.  Returns the logged intervals (sorted by start) and the
+  -- same as { s, e } spans.
+  local function run_mixed(what, peer_args, worker_script, worker_args)
     local gate = H.tmpname("gate")
     local base = connections()
-    local list, CYCLES = {}, 15
+    local list = {}
     for i = 1, 2 do
       local log = H.tmpname("log")
       list[#list + 1] = { who = "curator", log = log,
-        p = curator("sem", srv.connect_string, path, 2, log, CYCLES, 30, gate) }
+        p = curator(unpack(peer_args(i, log, gate))) }
       log = H.tmpname("log")
       list[#list + 1] = { who = "zklock", log = log,
-        p = zkl_worker(i, "spec/workers/lease.lua", srv.connect_string, path,
-          2, log, CYCLES, gate, 0.03) }
+        p = zkl_worker(i, worker_script, unpack(worker_args(i, log, gate))) }
     end
     wait_connected(base, list)
     H.write(gate, "go")
-    for _, w in ipairs(list) do wait_ok(w.p, w.who .. " semaphore worker", 180) end
+    for _, w in ipairs(list) do
+      wait_ok(w.p, w.who .. " " .. what .. " worker", 180)
+    end
     os.remove(gate)
-    local iv, spans, mixed = intervals_of(list), {}, false
+    local iv, spans = intervals_of(list), {}
+    for i, x in ipairs(iv) do spans[i] = { x.s, x.e } end
+    return iv, spans
+  end
+
+  it("Curator InterProcessSemaphoreV2 and zklock semaphores (Lua 5.4 and " ..
+      "LuaJIT) share 2 leases: never more, and both kinds at once",
+      function()
+    local path, CYCLES = H.path("interop-sem"), 15
+    local iv, spans = run_mixed("semaphore", function(_, log, gate)
+      return { "sem", srv.connect_string, path, 2, log, CYCLES, 30, gate }
+    end, "spec/workers/lease.lua", function(_, log, gate)
+      return { srv.connect_string, path, 2, log, CYCLES, gate, 0.03 }
+    end)
+    local mixed = false
     for i, x in ipairs(iv) do
-      spans[i] = { x.s, x.e }
       for j = 1, i - 1 do -- (sorted by start)
         local y = iv[j]
         if y.e > x.s and y.who ~= x.who then mixed = true end
@@ -275,29 +292,16 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
 
   it("Curator LeaderLatch and zklock latches (Lua 5.4 and LuaJIT) on one " ..
       "path: one leader at a time, both kinds lead", function()
-    local path = H.path("interop-latch")
-    local gate = H.tmpname("gate")
-    local base = connections()
-    local list, TERMS = {}, 4
-    for i = 1, 2 do
-      local log = H.tmpname("log")
-      list[#list + 1] = { who = "curator", log = log,
-        p = curator("latch", srv.connect_string, path, "curator-" .. i, log,
-          TERMS, 40, gate) }
-      log = H.tmpname("log")
-      list[#list + 1] = { who = "zklock", log = log,
-        p = zkl_worker(i, "spec/workers/latch.lua", srv.connect_string, path,
-          "zklock-" .. i, log, TERMS, 40, gate) }
-    end
-    wait_connected(base, list)
-    H.write(gate, "go")
-    for _, w in ipairs(list) do wait_ok(w.p, w.who .. " latch worker", 180) end
-    os.remove(gate)
-    local iv, spans, kinds = intervals_of(list), {}, {}
-    for i, x in ipairs(iv) do
-      spans[i] = { x.s, x.e }
-      kinds[x.who] = true
-    end
+    local path, TERMS = H.path("interop-latch"), 4
+    local iv, spans = run_mixed("latch", function(i, log, gate)
+      return { "latch", srv.connect_string, path, "curator-" .. i, log,
+        TERMS, 40, gate }
+    end, "spec/workers/latch.lua", function(i, log, gate)
+      return { srv.connect_string, path, "zklock-" .. i, log, TERMS, 40,
+        gate }
+    end)
+    local kinds = {}
+    for _, x in ipairs(iv) do kinds[x.who] = true end
     assert.equal(4 * TERMS, #iv) -- every term was served
     assert.equal(1, H.max_overlap(spans))
     assert.is_true(kinds.curator and kinds.zklock)
@@ -305,30 +309,17 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
 
   it("Curator LeaderSelector and zklock selectors (Lua 5.4 and LuaJIT) on " ..
       "one path: one turn at a time, leadership alternates", function()
-    local path = H.path("interop-selector")
-    local gate = H.tmpname("gate")
-    local base = connections()
-    local list, TURNS = {}, 4
-    for i = 1, 2 do
-      local log = H.tmpname("log")
-      list[#list + 1] = { who = "curator", log = log,
-        p = curator("selector", srv.connect_string, path, "curator-" .. i,
-          log, TURNS, 40, gate) }
-      log = H.tmpname("log")
-      list[#list + 1] = { who = "zklock", log = log,
-        p = zkl_worker(i, "spec/workers/selector.lua", srv.connect_string,
-          path, "zklock-" .. i, log, TURNS, 40, gate) }
-    end
-    wait_connected(base, list)
-    H.write(gate, "go")
-    for _, w in ipairs(list) do
-      wait_ok(w.p, w.who .. " selector worker", 180)
-    end
-    os.remove(gate)
-    local iv, spans, cross = intervals_of(list), {}, 0
-    for i, x in ipairs(iv) do
-      spans[i] = { x.s, x.e }
-      if i > 1 and iv[i - 1].who ~= x.who then cross = cross + 1 end
+    local path, TURNS = H.path("interop-selector"), 4
+    local iv, spans = run_mixed("selector", function(i, log, gate)
+      return { "selector", srv.connect_string, path, "curator-" .. i, log,
+        TURNS, 40, gate }
+    end, "spec/workers/selector.lua", function(i, log, gate)
+      return { srv.connect_string, path, "zklock-" .. i, log, TURNS, 40,
+        gate }
+    end)
+    local cross = 0
+    for i = 2, #iv do
+      if iv[i - 1].who ~= iv[i].who then cross = cross + 1 end
     end
     assert.is_true(#iv >= 4 * TURNS) -- every participant had its turns
     assert.equal(1, H.max_overlap(spans))

@@ -104,6 +104,38 @@ local function ended(f)
   return st == "failed" or st == "done"
 end
 
+-- start() of a latch or a selector (what: its name in the error).
+local function begin(self, f, what)
+  if f.started then argerror(1, "start", what .. " already started") end
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  f.started = true
+  local set = started[f.client]
+  if not set then
+    set = setmetatable({}, WEAK_KEYS)
+    started[f.client] = set
+  end
+  set[f] = true
+  f.client:_want_state(true) -- (a renewed session joins again)
+  local ok
+  ok, msg, code = join(f)
+  if not ok then return nil, msg, code end
+  return self
+end
+
+-- close() of a latch or a selector: no more joining; our node goes now
+-- unless a selector's turn still runs (it goes when fn returns).
+local function leave(f)
+  if f.closed then return end
+  f.closed = true
+  if started[f.client] then started[f.client][f] = nil end
+  if f.att and not f.running then
+    f.att:release()
+    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
+    f.att = nil
+  end
+end
+
 -- Does client have latches or selectors that must hear of a renewed
 -- session (zk:on_state(nil) keeps the notices on then)?
 R.elections = function(client)
@@ -146,22 +178,7 @@ end
 --- Join the election.  Raises when started already or closed.
 -- @return the latch, or nil, msg, code when the session refuses
 function Latch:start()
-  local f = fields(self, "start")
-  if f.started then argerror(1, "start", "leader latch already started") end
-  local c, msg, code = closed(f.client)
-  if c then return nil, msg, code end
-  f.started = true
-  local set = started[f.client]
-  if not set then
-    set = setmetatable({}, WEAK_KEYS)
-    started[f.client] = set
-  end
-  set[f] = true
-  f.client:_want_state(true) -- (a renewed session joins again)
-  local ok
-  ok, msg, code = join(f)
-  if not ok then return nil, msg, code end
-  return self
+  return begin(self, fields(self, "start"), "leader latch")
 end
 
 --- Wait to lead, at most `timeout` seconds (nil: for ever).  Waiting does
@@ -273,15 +290,7 @@ end
 -- @return true
 function Latch:close()
   local f = fields(self, "close")
-  if f.closed then return true end
-  f.closed = true
-  if started[f.client] then started[f.client][f] = nil end
-  if f.att then
-    f.att:release()
-    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
-    f.att = nil
-  end
-  f.leading = false
+  if not f.closed then leave(f); f.leading = false end
   return true
 end
 
@@ -376,22 +385,7 @@ end
 --- Join: wait for our turns.  Raises when started already.
 -- @return the selector, or nil, msg, code
 function Selector:start()
-  local f = sel_fields(self, "start")
-  if f.started then argerror(1, "start", "leader selector already started") end
-  local c, msg, code = closed(f.client)
-  if c then return nil, msg, code end
-  f.started = true
-  local set = started[f.client]
-  if not set then
-    set = setmetatable({}, WEAK_KEYS)
-    started[f.client] = set
-  end
-  set[f] = true
-  f.client:_want_state(true)
-  local ok
-  ok, msg, code = join(f)
-  if not ok then return nil, msg, code end
-  return self
+  return begin(self, sel_fields(self, "start"), "leader selector")
 end
 
 --- Ask the running fn to stop (it checks `is_interrupted()`).
@@ -420,14 +414,7 @@ end
 -- when it returns.  Idempotent; also __close.  @return true
 function Selector:close()
   local f = sel_fields(self, "close")
-  if f.closed then return true end
-  f.closed, f.interrupted = true, true
-  if started[f.client] then started[f.client][f] = nil end
-  if f.att and not f.running then
-    f.att:release()
-    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
-    f.att = nil
-  end
+  if not f.closed then f.interrupted = true; leave(f) end
   return true
 end
 
