@@ -77,7 +77,7 @@ local function join(f)
   local client = f.client
   if f.att then f.att:release() end
   f.att = client:_lock(f.path, f.selector and "mutex" or "latch", 1, f.id)
-  if f.selector then f.att:notify_held() end
+  f.att:notify_held() -- (a latch's on_change(true), a selector's turn)
   local ok, msg, code = f.att:start()
   if not ok then f.att = nil; return nil, msg, code end
   return true

@@ -246,7 +246,7 @@ static void lock_hold(zkl_lock *l) {
   }
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
-  if ((l->kind == ZKL_KIND_LATCH || l->notify_held) && l->node) {
+  if (l->notify_held && l->node) {
     /* a latch's on_change(true), a selector's turn */
     char *full = zkl_join(l->t.path, l->node);
     if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full);

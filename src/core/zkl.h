@@ -170,7 +170,8 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
                           double *since);
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
-/* ZKL_EV_HELD: a leader latch's attempt came to lead (its node's path). */
+/* ZKL_EV_HELD: an attempt that asked for it (zkl_lock_notify_held) came
+ * to hold (its node's path). */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
 /* Queue connection-state notices (ZKL_EV_STATE, the path being the new
  * state: "connected", "suspended", "reconnected", "lost", "renewed")
