@@ -119,10 +119,11 @@ describe("zklock recipes", function()
     -- interval, and the most that were held at once.
     local function lease_checker(n)
       local path = H.path("sem")
+      local meet = H.tmpname("meet") -- a full house, by construction
       local jobs = {}
       for i = 1, WORKERS do
         jobs[i] = { "spec/workers/lease.lua", srv.connect_string, path, n,
-          "$LOG", CYCLES, "$GATE", HOLD }
+          "$LOG", CYCLES, "$GATE", HOLD, meet }
       end
       local intervals = {}
       for _, text in ipairs(run_workers(jobs)) do
@@ -130,6 +131,7 @@ describe("zklock recipes", function()
           intervals[#intervals + 1] = { tonumber(a), tonumber(b) }
         end
       end
+      os.remove(meet)
       return intervals, H.max_overlap(intervals)
     end
 
@@ -408,10 +410,11 @@ describe("zklock recipes", function()
   describe("rwlock", function()
     it("processes: readers share, a writer overlaps nobody", function()
       local path = H.path("rw")
+      local meet = H.tmpname("meet") -- the 4 readers inside together first
       local jobs = {}
       for i = 1, 6 do
         jobs[i] = { "spec/workers/rw.lua", srv.connect_string, path,
-          i <= 4 and "R" or "W", "$LOG", 8, "$GATE", 0.03 }
+          i <= 4 and "R" or "W", "$LOG", 8, "$GATE", 0.03, meet, 4 }
       end
       local reads, writes = {}, {}
       for _, text in ipairs(run_workers(jobs)) do
@@ -420,6 +423,7 @@ describe("zklock recipes", function()
           list[#list + 1] = { tonumber(a), tonumber(b) }
         end
       end
+      os.remove(meet)
       assert.equal(32, #reads)
       assert.equal(16, #writes)
       assert.is_true(H.max_overlap(reads) >= 2,

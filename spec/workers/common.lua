@@ -23,4 +23,31 @@ function W.spin(s)
   while core.now() < t do end
 end
 
+--- Wait (bounded) until `file` holds `n` lines. False on timeout.
+function W.wait_lines(file, n, timeout)
+  local deadline = core.now() + (timeout or 30)
+  while true do
+    local lines = 0
+    local fh = io.open(file)
+    if fh then
+      for _ in fh:lines() do lines = lines + 1 end
+      fh:close()
+    end
+    if lines >= n then return true end
+    if core.now() >= deadline then return false end
+    tcore.sleep(0.005)
+  end
+end
+
+--- Wait (bounded) until `n` workers have called `meet` on the same file:
+-- each appends one line, then waits until the file holds `n` lines. A
+-- worker that calls it while holding a lease, and leaves only afterwards,
+-- makes `n` holders at once certain instead of a matter of timing. Those
+-- that arrive after the n-th pass straight through. False on timeout.
+function W.meet(file, n, timeout)
+  local fh = assert(io.open(file, "a"))
+  fh:write("in\n"); fh:close()
+  return W.wait_lines(file, n, timeout)
+end
+
 return W
