@@ -21,7 +21,7 @@ THDRS = $(HDRS) $(wildcard src/testing/*.h)
 DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
-       nginx-light libnginx-mod-http-lua curl wrk
+       nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client
 
 .PHONY: all deps test demo bench memcheck asan torture clean
 

@@ -32,12 +32,14 @@ build = {
     ["zklock.multilock"] = "lua/zklock/multilock.lua",
     ["zklock.barrier"] = "lua/zklock/barrier.lua",
     ["zklock.election"] = "lua/zklock/election.lua",
+    ["zklock.metrics"] = "lua/zklock/metrics.lua",
     ["zklock.testing"] = "lua/zklock/testing.lua",
     ["zklock.ngx"] = "lua/zklock/ngx.lua",
     ["zklock.core"] = {
       sources = {
         "src/core/acl.c", "src/core/barrier.c", "src/core/dbarrier.c",
         "src/core/errors.c", "src/core/holders.c", "src/core/liveness.c",
+        "src/core/log.c",
         "src/core/lock.c", "src/core/lockapi.c", "src/core/locksession.c",
         "src/core/names.c", "src/core/notify.c", "src/core/oneshot.c",
         "src/core/op.c", "src/core/session.c", "src/core/task.c",

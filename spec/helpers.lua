@@ -376,6 +376,29 @@ function H.freeze_holder(srv, renew)
   return report
 end
 
+--- The Prometheus text `text` as the reference parser (Debian's
+-- python3-prometheus-client, spec/tools/prom_parse.py) reads it:
+-- "name{label=value,...}" -> { type =, value = }.  Fails if it refuses it.
+function H.parse_prometheus(text)
+  local input, out = H.tmpname("prom"), H.tmpname("parsed")
+  H.write(input, text)
+  local p = H.spawn_cmd("/usr/bin/python3", "spec/tools/prom_parse.py",
+    input, out)
+  local status = p:wait(60)
+  local parsed, output = H.read(out), p:output()
+  p:cleanup()
+  os.remove(input)
+  os.remove(out)
+  assert(status == 0, "the Prometheus parser refused the text: " .. output)
+  local samples = {}
+  for typ, name, labels, value in
+      parsed:gmatch("(%S+) ([%w_]+){(.-)} (%S+)\n") do
+    samples[name .. "{" .. labels .. "}"] =
+      { type = typ, value = tonumber(value) }
+  end
+  return samples
+end
+
 H.testing = testing
 H.zklock = zklock
 H.core = core

@@ -63,8 +63,7 @@ local function tell(f, leading)
     local ok, err = xpcall(fn, debug.traceback, leading)
     n = n + 1
     if not ok then
-      io.stderr:write(("zklock: on_change callback failed: %s\n"):format(
-        tostring(err)))
+      R.log("error", "on_change callback failed: " .. tostring(err))
     end
   end
   return n
@@ -317,8 +316,7 @@ local function sel_fields(self, fname)
 end
 
 local function report(err)
-  io.stderr:write(("zklock: leader selector function failed: %s\n"):format(
-    tostring(err)))
+  R.log("error", "leader selector function failed: " .. tostring(err))
 end
 
 -- Our turn: run fn(selector) to its end, give leadership back, queue
