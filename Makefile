@@ -97,8 +97,10 @@ deps:
 dev-deps:
 	@sh tools/deps.sh $(DEV_DEPS)
 
+# SPECS: spec files (and busted options) instead of the whole suite, e.g.
+# make test SPECS=spec/names_spec.lua
 test: deps all
-	@sh spec/run.sh
+	@sh spec/run.sh $(SPECS)
 
 # the client, mutex and recipe specs under Lua 5.3, 5.2 and PUC Lua 5.1
 test-compat: deps dev-deps compat
@@ -112,13 +114,16 @@ lint: dev-deps
 # LDoc warning fails the target
 docs: dev-deps
 	@mkdir -p build/docs
-	ldoc . >build/docs.log 2>&1; rc=$$?; cat build/docs.log; \
-	  if [ $$rc -ne 0 ] || grep -q . build/docs.log; then \
-	    echo "make docs: LDoc warnings (above)" >&2; exit 1; fi
+	@ldoc --fatalwarnings -q . >build/docs.log 2>&1; rc=$$?; \
+	  grep -v '^reading configuration from config.ld$$' build/docs.log \
+	    >build/docs.warn; cat build/docs.warn; \
+	  if [ $$rc -ne 0 ] || [ -s build/docs.warn ]; then \
+	    echo "make docs: LDoc warned (above)" >&2; exit 1; fi
+	@echo "API reference: build/docs/index.html"
 
 # both rockspecs: luarocks lint, and the versioned one's modules and
 # sources equal to scm-1's, its version equal to zklock._VERSION
-rockspec-check:
+rockspec-check: all
 	@sh tools/rockspec-check.sh
 
 demo: deps all

@@ -111,6 +111,7 @@ describe("zklock mutex", function()
     -- timeout 0: a single try
     ok, msg, code = other:acquire(0)
     assert.is_nil(ok)
+    assert.matches("timeout", msg)
     assert.equal("timeout", code)
     assert.equal(1, #H.lock_nodes(zk, path))
     m:release()

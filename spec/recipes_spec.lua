@@ -270,8 +270,8 @@ describe("zklock recipes", function()
       return false
     end
 
-    it_yields("herd-free: only the acquirer holding the internal lock waits on " ..
-        "the leases", function()
+    it_yields("herd-free: only the acquirer holding the internal lock " ..
+        "waits on the leases", function()
       local n, W = 2, 4
       local path = H.path("sem")
       local sem = zk:semaphore(path, n)
@@ -314,7 +314,8 @@ describe("zklock recipes", function()
       assert.same({}, sem:participants())
     end)
 
-    it_yields("a lease released out of order goes to a waiter at once", function()
+    it_yields("a lease released out of order goes to a waiter at once",
+        function()
       local n = 2
       local path = H.path("sem")
       local sem = zk:semaphore(path, n)
@@ -370,7 +371,8 @@ describe("zklock recipes", function()
       assert.is_true(sm:is_held())
       assert.equal(1, #sm:participants()) -- the failed attempt left nothing
       -- and another session is kept out too
-      r, _, code = zk2:semaphore_mutex(path):acquire(0.2)
+      r, msg, code = zk2:semaphore_mutex(path):acquire(0.2)
+      assert.is_string(msg)
       assert.is_nil(r)
       assert.equal("timeout", code)
       assert.is_true(sm:release())
@@ -456,7 +458,8 @@ describe("zklock recipes", function()
       rw.write:release()
     end)
 
-    it_yields("a waiting writer holds back a reader that comes after it", function()
+    it_yields("a waiting writer holds back a reader that comes after it",
+        function()
       local path = H.path("rw")
       local rw1 = zk:rwlock(path)
       local wc, rc = H.connect(srv), H.connect(srv) -- fresh: watched via wchc
@@ -515,7 +518,8 @@ describe("zklock recipes", function()
       assert.same({}, rw.read:participants())
     end)
 
-    it_yields("downgrade does not deadlock with another writer queued", function()
+    it_yields("downgrade does not deadlock with another writer queued",
+        function()
       local path = H.path("rw")
       local rw, other = zk:rwlock(path), zk2:rwlock(path)
       assert(rw.write:acquire(5))
@@ -542,7 +546,8 @@ describe("zklock recipes", function()
       assert.same({}, rw.read:participants())
     end)
 
-    it_yields("downgrade: a queued writer waits for the downgraded reader", function()
+    it_yields("downgrade: a queued writer waits for the downgraded reader",
+        function()
         local path = H.path("rw")
         local rw, other = zk:rwlock(path), zk2:rwlock(path)
         assert(rw.write:acquire(5))
@@ -844,6 +849,8 @@ describe("zklock recipes", function()
       for i = 1, 4 do
         assert.is_number(entered[i])
         assert.is_number(left[i])
+        -- none left before every member had called leave
+        for j = 1, 4 do assert.is_true(left[i] >= called_leave[j]) end
       end
       assert.equal(0, members(zk, path))
       assert.falsy(contains(H.children(zk, path), "ready"))
@@ -870,7 +877,8 @@ describe("zklock recipes", function()
 
   -- -------------------------------------------------------------------------
   describe("revocation", function()
-    it_xpcall_args("runs the callback once per request, in Lua, inside dispatch",
+    it_xpcall_args("runs the callback once per request, in Lua, inside " ..
+        "dispatch",
         function()
       local path = H.path("revoke")
       local m = zk:mutex(path)
