@@ -49,7 +49,7 @@ local ok, err = pcall(function()
     floor.p99 = math.max(floor.p99 or 0, p99 / 1e6)
     -- W1: one client, one mutex
     local t0 = core.now()
-    for i = 1, CYCLES do
+    for _ = 1, CYCLES do
       local a = core.now()
       assert(m:acquire())
       m:release()

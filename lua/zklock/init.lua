@@ -21,7 +21,9 @@ require "zklock.barrier"
 require "zklock.election"
 
 local M = {
-  _VERSION = "zklock 0.1.0",
+  --- The version: the versioned rockspec's (zklock-0.1.0-1.rockspec), less
+  -- its revision.
+  _VERSION = "0.1.0",
   --- Error codes, the third value of every failure: `zklock.errors.timeout`...
   errors = core.errors,
 }

@@ -14,8 +14,8 @@ local L = {}
 local now = core.now
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
-local type, select, setmetatable, pairs, ipairs =
-  type, select, setmetatable, pairs, ipairs
+local type, select, setmetatable, pairs =
+  type, select, setmetatable, pairs
 local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
 local hooks, me, argerror = R.hooks, R.me, R.argerror
 local check_path, check_timeout = R.check_path, R.check_timeout
