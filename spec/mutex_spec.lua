@@ -2,7 +2,7 @@
 local H = require "spec.helpers"
 local zklock = H.zklock
 -- specs whose waits yield (H.run): pending under PUC Lua 5.1
-local it_yields = H.it_unless_puc51(it, pending, H.NO_YIELD)
+local it_yields = H.it_yields(it) -- (not under PUC Lua 5.1)
 
 describe("zklock mutex", function()
   local srv, zk, zk2

@@ -10,9 +10,8 @@ local zklock = H.zklock
 
 local unpack = table.unpack or unpack
 -- specs whose waits yield (H.run): pending under PUC Lua 5.1
-local it_yields = H.it_unless_puc51(it, pending, H.NO_YIELD)
+local it_yields = H.it_yields(it) -- (not under PUC Lua 5.1)
 -- specs of callbacks given arguments: a known bug under PUC Lua 5.1
-local it_xpcall_args = H.it_unless_puc51(it, pending, H.XPCALL_ARGS)
 
 -- ---------------------------------------------------------------------------
 -- worker processes that start together behind a gate file
@@ -877,7 +876,7 @@ describe("zklock recipes", function()
 
   -- -------------------------------------------------------------------------
   describe("revocation", function()
-    it_xpcall_args("runs the callback once per request, in Lua, inside " ..
+    it("runs the callback once per request, in Lua, inside " ..
         "dispatch",
         function()
       local path = H.path("revoke")
@@ -943,7 +942,7 @@ describe("zklock recipes", function()
       assert.same({}, m:participants())
     end)
 
-    it_xpcall_args("reaches semaphore holders on Curator's leases", function()
+    it("reaches semaphore holders on Curator's leases", function()
       local path = H.path("revoke")
       -- a semaphore mutex's holder hears it, like a mutex's
       local sm = zk:semaphore_mutex(path):on_revoke(function(l)

@@ -60,7 +60,7 @@ local function tell(f, leading)
   f.leading = leading
   local n = 0
   for _, fn in ipairs(f.fns) do
-    local ok, err = xpcall(fn, debug.traceback, leading)
+    local ok, err = xpcall(function() return fn(leading) end, debug.traceback)
     n = n + 1
     if not ok then
       R.log("error", "on_change callback failed: " .. tostring(err))
@@ -326,7 +326,8 @@ local function run_turn(f)
   if f.running or f.closed then return 0 end
   f.running, f.interrupted = true, false
   local function body()
-    local ok, err = xpcall(f.fn, debug.traceback, f.self)
+    local ok, err = xpcall(function() return f.fn(f.self) end,
+      debug.traceback)
     if not ok then report(err) end
     f.running = false
     f.turns = f.turns + 1

@@ -33,7 +33,7 @@ end
 
 --- Bucket number of `x` seconds (0 for anything up to BASE).
 function M.bucket(x)
-  if not (x > BASE) then return 0 end
+  if x <= BASE or x ~= x then return 0 end
   return floor(log(x / BASE) * SCALE)
 end
 

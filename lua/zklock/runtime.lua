@@ -217,7 +217,8 @@ local function notify_state(client, new)
   last_state[client] = new
   local n = 0
   for _, fn in ipairs(state_listeners[client] or {}) do
-    local ok, err = xpcall(fn, debug.traceback, new, old)
+    local ok, err = xpcall(function() return fn(new, old) end,
+      debug.traceback)
     n = n + 1
     if not ok then report("on_state", err) end
   end
@@ -247,7 +248,8 @@ local function dispatch(client, evs)
       local co = co_running() or MAIN
       local saved = acting[co]
       acting[co] = r.owner
-      local ok, err = xpcall(fn, debug.traceback, r.lock)
+      local ok, err = xpcall(function() return fn(r.lock) end,
+        debug.traceback)
       acting[co] = saved
       n = n + 1
       if not ok then report("on_" .. ev[1], err) end
