@@ -9,7 +9,8 @@ description = {
   detailed = [[
 Curator-compatible ZooKeeper recipes for Lua 5.4 and LuaJIT: reentrant
 mutex, herd-free waiting, fencing tokens, garbage-collected release,
-and zklock.testing to run real ZooKeeper servers from specs.
+zklock.testing to run real ZooKeeper servers from specs, and the zklock
+command (a distributed flock(1) for cron jobs and deploy scripts).
 ]],
   license = "MIT",
 }
@@ -63,6 +64,11 @@ build = {
       libdirs = { "$(ZOOKEEPER_LIBDIR)" },
       libraries = { "zookeeper_mt", "pthread" },
     },
+  },
+  -- the command-line tool (docs/cli.md); LuaRocks wraps it so that it runs
+  -- with the interpreter and paths of the tree it is installed in
+  install = {
+    bin = { zklock = "bin/zklock" },
   },
 }
 test = {

@@ -175,6 +175,26 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
+    it("--revocable: `zklock revoke` has the command signalled, then the " ..
+        "lock released, exit 79", function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local p = start("run", hosts, path, "--revocable", "--", "sh", JOB, log,
+        "R", never, 0)
+      H.wait_until(function() return has_line(log, "R start") end, 30,
+        "the command to start")
+      local rc, out = finished(start("revoke", hosts, path))
+      assert.equal(0, rc, out)
+      assert.equal("1\n", out)
+      rc, out = finished(p)
+      assert.equal(LOST, rc, out)
+      assert.matches("zklock: run: lock " .. path:gsub("%p", "%%%0") ..
+        " revoked while the command ran %(revocation requested%); " ..
+        "sending SIGTERM", out)
+      assert.same({ "R start", "R TERM" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
     it("passes its own SIGTERM on to the command", function()
       local path, log = H.path("cli"), H.tmpname("log")
       local never = H.tmpname("never")
@@ -273,6 +293,8 @@ describe("zklock (command-line tool)", function()
         { { "run", bad, "/p", "--bogus", "--", "true" },
           "run: unknown option --bogus" },
         { { "run", bad, "/p", "--timeout" }, "--timeout needs a value" },
+        { { "run", bad, "/p", "--revocable=yes", "true" },
+          "--revocable takes no value" },
         { { "holders", bad, "/p", "/q" }, "holders: unexpected argument '/q'" },
         { { "revoke", bad, "/p", "--leases", "1.5" },
           "--leases: expected a positive integer, got '1.5'" },
