@@ -14,9 +14,10 @@
  *   core.caught()               -> { name, ... } received since last asked
  *
  * The process has ZooKeeper threads, so the child is started with
- * posix_spawnp: glibc's runs only async-signal-safe code between the clone
+ * posix_spawn: glibc's runs only async-signal-safe code between the clone
  * and the exec, resets the handlers the parent installed, and reports a
- * failed exec (no such command, not executable) as its result.  `keep`
+ * failed exec as its result.  The command is looked up in $PATH first, in
+ * the parent (find_command).  `keep`
  * lists the descriptors (beyond 0, 1, 2) the child may inherit: every other
  * one open at the time (the ZooKeeper connection, zklock's wake-up socket)
  * is closed in the child.  Signal names are "TERM", "KILL", ... (a "SIG"
@@ -27,6 +28,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,6 +131,47 @@ static int in_list(lua_State *L, int idx, int v) {
   return found;
 }
 
+/* The file to execute for command `cmd`, looked up in $PATH as execvp
+ * does (a name with a '/' as it is; $PATH unset: /bin:/usr/bin; an empty
+ * entry: the current directory): 0 and a malloc'ed *file, or an errno:
+ * ENOENT when nothing is found, EACCES when only files that may not be
+ * executed were.  Done here, in the parent, rather than by posix_spawnp
+ * in the child: the answer does not depend on how the child is made (under
+ * valgrind the exec's failure never comes back to posix_spawnp). */
+static int find_command(const char *cmd, char **file) {
+  const char *path = getenv("PATH"), *p, *end;
+  size_t clen = strlen(cmd);
+  int seen = ENOENT;
+  if (strchr(cmd, '/')) {
+    *file = strdup(cmd);
+    return *file ? 0 : ENOMEM;
+  }
+  if (!path) path = "/bin:/usr/bin";
+  for (p = path;; p = end + 1) {
+    size_t dlen;
+    char *cand;
+    struct stat st;
+    end = strchr(p, ':');
+    if (!end) end = p + strlen(p);
+    dlen = (size_t)(end - p);
+    cand = (char *)malloc(dlen + clen + 3);
+    if (!cand) return ENOMEM;
+    if (dlen == 0) memcpy(cand, ".", 1), dlen = 1;
+    else memcpy(cand, p, dlen);
+    cand[dlen] = '/';
+    memcpy(cand + dlen + 1, cmd, clen + 1);
+    if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      if (access(cand, X_OK) == 0) {
+        *file = cand;
+        return 0;
+      }
+      seen = EACCES;
+    }
+    free(cand);
+    if (!*end) return seen;
+  }
+}
+
 typedef struct {
   posix_spawn_file_actions_t fa;
   int fa_ready;
@@ -149,6 +192,7 @@ static int lproc_spawn(lua_State *L) {
   int *fds;
   spawn_box *box;
   pid_t pid;
+  char *file = NULL;
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2); /* (index 2 is `keep` or nil from here on) */
@@ -185,13 +229,20 @@ static int lproc_spawn(lua_State *L) {
       return luaL_error(L, "cannot list /proc/self/fd: %s", strerror(errno));
     for (i = 0; i < nfds; i++) {
       if (fds[i] <= 2 || in_list(L, 2, fds[i])) continue;
-      /* (glibc ignores a close action on a descriptor closed meanwhile) */
-      if (posix_spawn_file_actions_addclose(&box->fa, fds[i]) != 0)
-        return luaL_error(L, "out of memory");
+      /* (glibc ignores a close action on a descriptor closed meanwhile;
+       * EBADF: one past the process's limit, as valgrind's own are) */
+      rc = posix_spawn_file_actions_addclose(&box->fa, fds[i]);
+      if (rc != 0 && rc != EBADF)
+        return luaL_error(L, "posix_spawn_file_actions_addclose: %s",
+                          strerror(rc));
     }
   }
-  rc = posix_spawnp(&pid, argv[0], &box->fa, NULL, (char *const *)argv,
-                    environ);
+  rc = find_command(argv[0], &file);
+  if (rc == 0) {
+    rc = posix_spawn(&pid, file, &box->fa, NULL, (char *const *)argv,
+                     environ);
+    free(file);
+  }
   posix_spawn_file_actions_destroy(&box->fa);
   box->fa_ready = 0;
   if (rc == 0) {
