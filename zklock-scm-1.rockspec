@@ -15,7 +15,8 @@ ZooKeeper C client (libzookeeper_mt): reentrant mutex, read/write lock,
 semaphores on Curator's InterProcessSemaphoreV2 nodes, multi-lock, barrier,
 double barrier, leader latch and leader selector; herd-free waiting,
 fencing tokens, garbage-collected release, waits that yield under
-OpenResty, and zklock.testing to run real ZooKeeper servers from specs.
+OpenResty, zklock.testing to run real ZooKeeper servers from specs, and
+the zklock command (a distributed flock for cron jobs).
 ]],
   homepage = "https://github.com/zklock/zklock",
   issues_url = "https://github.com/zklock/zklock/issues",
@@ -62,7 +63,8 @@ build = {
         "src/core/op.c", "src/core/session.c", "src/core/task.c",
         "src/core/util.c", "src/core/write.c", "src/lua/lcheck.c",
         "src/lua/lclient.c", "src/lua/lcore.c", "src/lua/llock.c",
-        "src/lua/lnames.c", "src/lua/lop.c", "src/lua/lutil.c",
+        "src/lua/lnames.c", "src/lua/lop.c", "src/lua/lproc.c",
+        "src/lua/lutil.c",
       },
       defines = { "THREADED", "_GNU_SOURCE" },
       incdirs = { "$(ZOOKEEPER_INCDIR)" },
@@ -81,6 +83,11 @@ build = {
       libdirs = { "$(ZOOKEEPER_LIBDIR)" },
       libraries = { "zookeeper_mt", "pthread" },
     },
+  },
+  -- the command-line tool (docs/cli.md); LuaRocks wraps it so that it runs
+  -- with the interpreter and paths of the tree it is installed in
+  install = {
+    bin = { zklock = "bin/zklock" },
   },
 }
 -- busted comes from Debian (lua-busted, which `make test` installs with the

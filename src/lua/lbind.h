@@ -41,6 +41,7 @@ void zkl_open_client(lua_State *L); /* add to the module table on top */
 void zkl_open_op(lua_State *L);
 void zkl_open_lock(lua_State *L);
 void zkl_open_names(lua_State *L);
+void zkl_open_proc(lua_State *L); /* child processes, signals: bin/zklock */
 
 #pragma GCC visibility pop
 

@@ -1,0 +1,508 @@
+-- The command-line tool, bin/zklock (issue 13, section 3; docs/cli.md):
+-- run as separate OS processes (`H.lua bin/zklock ...`) against a real
+-- server.  The commands that `zklock run` runs are spec/workers/cli_job.sh,
+-- which log "NAME start", "NAME end", "NAME TERM"... to a file.  Every
+-- schedule goes by events (files, lock nodes, watches), with deadlines.
+local H = require "spec.helpers"
+local core = H.core
+
+local JOB = "spec/workers/cli_job.sh"
+local LOST, TEMPFAIL, USAGE, UNAVAILABLE = 79, 75, 64, 69
+
+-- the tool as a process: same handle as H.spawn (status, wait, output)
+local function cli(...)
+  return H.spawn("bin/zklock", ...)
+end
+
+-- the lines of a job log
+local function log_lines(file)
+  local t = {}
+  for l in (H.read(file) or ""):gmatch("[^\n]+") do t[#t + 1] = l end
+  return t
+end
+
+local function has_line(file, line)
+  for _, l in ipairs(log_lines(file)) do
+    if l == line then return true end
+  end
+  return false
+end
+
+-- wait for a tool process to end: status, output (after_each cleans up)
+local function finished(p, timeout)
+  local rc = p:wait(timeout or 60)
+  return rc, p:output()
+end
+
+describe("zklock (command-line tool)", function()
+  local srv, zk, hosts
+  local procs = {}
+
+  local function start(...)
+    local p = cli(...)
+    procs[#procs + 1] = p
+    return p
+  end
+
+  lazy_setup(function()
+    srv = H.testing.server()
+    hosts = srv.connect_string
+    zk = H.connect(srv)
+  end)
+  after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  local function contenders(path)
+    return #assert(zk:mutex(path):participants())
+  end
+
+  -- Two contenders at path, and the second waits: its session watches
+  -- the first one's node (it listed, found itself behind, and sleeps).
+  local function second_waits(path)
+    local nodes = assert(zk:mutex(path):participants(nil, true))
+    if #nodes ~= 2 then return false end
+    for sid, paths in pairs(H.watches_by_session(srv)) do
+      if sid ~= nodes[1].session then
+        for _, p in ipairs(paths) do
+          if p == nodes[1].node then return true end
+        end
+      end
+    end
+    return false
+  end
+
+  -- -------------------------------------------------------------------------
+  describe("run", function()
+    it("two racing on one path take turns: both run, never overlapping",
+        function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local rel_a, rel_b = H.tmpname("rel"), H.tmpname("rel")
+      local a = start("run", hosts, path, "--timeout", 60, "--",
+        "sh", JOB, log, "A", rel_a, 0)
+      H.wait_until(function() return has_line(log, "A start") end, 30,
+        "A's command to start")
+      local b = start("run", hosts, path, "--timeout", 60, "--",
+        "sh", JOB, log, "B", rel_b, 0)
+      H.wait_until(function() return second_waits(path) end, 30,
+        "B to wait behind A")
+      -- B waits for the lock: its command has not started
+      assert.is_nil(b:status(), b:output())
+      assert.same({ "A start" }, log_lines(log))
+      H.write(rel_b, "")
+      H.write(rel_a, "")
+      local rc_a, out_a = finished(a)
+      local rc_b, out_b = finished(b)
+      assert.equal(0, rc_a, out_a)
+      assert.equal(0, rc_b, out_b)
+      assert.same({ "A start", "A end", "B start", "B end" },
+        log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("exits with the command's own status, 128+N for a signal N",
+        function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      H.write(rel, "")
+      local rc, out = finished(start("run", hosts, path, "--", "sh", JOB,
+        log, "X", rel, 3))
+      assert.equal(3, rc, out)
+      assert.equal("", out)
+      rc, out = finished(start("run", hosts, path, "sh", JOB, log, "Y", rel,
+        0, "selfkill"))
+      assert.equal(128 + 9, rc, out)
+      assert.same({ "X start", "X end", "Y start" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("not acquired within --timeout: 75, a message, the command never ran",
+        function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      H.write(rel, "")
+      local m = zk:mutex(path)
+      assert(m:acquire(5))
+      local t0 = core.now()
+      local rc, out = finished(start("run", hosts, path, "--timeout", "0.5",
+        "--", "sh", JOB, log, "T", rel, 0))
+      assert.equal(TEMPFAIL, rc, out)
+      assert.matches("^zklock: run: lock " .. path:gsub("%p", "%%%0") ..
+        " not acquired within 0%.5s\n$", out)
+      assert.is_true(core.now() - t0 >= 0.5)
+      assert.is_nil(H.read(log))
+      assert.equal(1, contenders(path)) -- its queued node is gone
+      m:release()
+    end)
+
+    it("lost while the command runs (--max-hold): the command gets SIGTERM, " ..
+        "exit 79", function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local t0 = core.now()
+      local p = start("run", hosts, path, "--max-hold", 1, "--",
+        "sh", JOB, log, "L", never, 0)
+      local rc, out = finished(p)
+      assert.equal(LOST, rc, out)
+      assert.matches("zklock: run: lock " .. path:gsub("%p", "%%%0") ..
+        " lost while the command ran %(its max hold of 1s ran out%); " ..
+        "sending SIGTERM to pid %d+", out)
+      assert.same({ "L start", "L TERM" }, log_lines(log))
+      assert.is_true(core.now() - t0 < 40) -- (not the job's own give-up)
+      assert.equal(0, contenders(path))
+    end)
+
+    it("--signal and --kill-after: a command that ignores the signal is " ..
+        "killed", function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local p = start("run", hosts, path, "--max-hold", 1, "--signal", "HUP",
+        "--kill-after", "0.5", "--", "sh", JOB, log, "K", never, 0,
+        "stubborn")
+      local rc, out = finished(p)
+      assert.equal(LOST, rc, out)
+      assert.matches("sending SIGHUP", out)
+      assert.matches("still runs 0%.5s after SIGHUP; sending SIGKILL", out)
+      -- it heard HUP (logged within its 50 ms nap), did not end, was killed
+      H.wait_until(function() return has_line(log, "K HUP") end, 10,
+        "the job to log HUP")
+      assert.same({ "K start", "K HUP" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("--revocable: `zklock revoke` has the command signalled, then the " ..
+        "lock released, exit 79", function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local p = start("run", hosts, path, "--revocable", "--", "sh", JOB, log,
+        "R", never, 0)
+      H.wait_until(function() return has_line(log, "R start") end, 30,
+        "the command to start")
+      local rc, out = finished(start("revoke", hosts, path))
+      assert.equal(0, rc, out)
+      assert.equal("1\n", out)
+      rc, out = finished(p)
+      assert.equal(LOST, rc, out)
+      assert.matches("zklock: run: lock " .. path:gsub("%p", "%%%0") ..
+        " revoked while the command ran %(revocation requested%); " ..
+        "sending SIGTERM", out)
+      assert.same({ "R start", "R TERM" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("passes its own SIGTERM on to the command", function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local p = start("run", hosts, path, "--", "sh", JOB, log, "F", never, 0)
+      H.wait_until(function() return has_line(log, "F start") end, 30,
+        "the command to start")
+      p:kill("TERM")
+      local rc, out = finished(p)
+      assert.equal(143, rc, out)
+      assert.same({ "F start", "F TERM" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("SIGTERM while it waits for the lock: its node goes at once, 143",
+        function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      local m = zk:mutex(path)
+      assert(m:acquire(5))
+      local p = start("run", hosts, path, "--session-timeout", 30, "--",
+        "sh", JOB, log, "W", rel, 0)
+      H.wait_until(function() return second_waits(path) end, 30,
+        "the tool to wait behind us")
+      p:kill("TERM")
+      local rc, out = finished(p)
+      assert.equal(143, rc, out)
+      assert.matches("zklock: interrupted by SIGTERM", out)
+      -- deleted by the tool, not by the expiry of its 30 s session
+      assert.equal(1, contenders(path))
+      assert.is_nil(H.read(log))
+      m:release()
+    end)
+
+    it("a command that cannot run: 127 not found, 126 not executable",
+        function()
+      local path = H.path("cli")
+      local rc, out = finished(start("run", hosts, path, "--",
+        "zklock-spec-no-such-command"))
+      assert.equal(127, rc, out)
+      assert.matches("zklock: run: cannot run zklock%-spec%-no%-such%-command: " ..
+        "No such file or directory", out)
+      rc, out = finished(start("run", hosts, path, "--", "/etc/passwd"))
+      assert.equal(126, rc, out)
+      assert.matches("zklock: run: cannot run /etc/passwd: Permission denied",
+        out)
+      assert.equal(0, contenders(path))
+    end)
+
+    it("gives the command only the descriptors it was given", function()
+      local path, out_file = H.path("cli"), H.tmpname("fds")
+      -- the tool started with 0, 1 and 2 only (the spec process has more)
+      local pid = assert(core.spawn({ "env",
+        "LUA_PATH=./lua/?.lua;./lua/?/init.lua;;",
+        "LUA_CPATH=" .. (os.getenv("LUA_CPATH") or package.cpath),
+        H.lua, "bin/zklock", "run", hosts, path, "--", "sh", "-c",
+        "ls /proc/self/fd > " .. out_file }, {}))
+      local kind, rc
+      H.wait_until(function()
+        kind, rc = core.wait(pid, true)
+        return kind ~= "running"
+      end, 60, "the tool to finish")
+      assert.same({ "exited", 0 }, { kind, rc })
+      local fds = {}
+      for fd in (H.read(out_file) or ""):gmatch("%d+") do
+        fds[#fds + 1] = tonumber(fd)
+      end
+      table.sort(fds)
+      -- 0, 1, 2, and the one ls reads the directory with
+      assert.same({ 0, 1, 2, 3 }, fds)
+      os.remove(out_file)
+    end)
+  end)
+
+  -- -------------------------------------------------------------------------
+  describe("usage", function()
+    it("a usage error: 64 and a one-line message, before connecting",
+        function()
+      local bad = "127.0.0.1:1" -- (never connected to)
+      local cases = {
+        { {}, "no command given" },
+        { { "frobnicate" }, "unknown command 'frobnicate'" },
+        { { "run", bad }, "run: expected HOSTS and PATH" },
+        { { "run", bad, "/p" }, "run: no command given" },
+        { { "run", bad, "/p", "--" }, "run: no command given" },
+        { { "run", bad, "p", "--", "true" }, "run: bad PATH: path must " ..
+          "start with '/': p" },
+        { { "run", bad, "/p", "--timeout", "soon", "--", "true" },
+          "--timeout: expected a number of seconds >= 0, got 'soon'" },
+        { { "run", bad, "/p", "--timeout=-1", "--", "true" },
+          "--timeout: expected a number of seconds >= 0, got '-1'" },
+        { { "run", bad, "/p", "--max-hold", "0", "--", "true" },
+          "--max-hold: expected a number of seconds > 0, got '0'" },
+        { { "run", bad, "/p", "--signal", "BOOM", "--", "true" },
+          "--signal: unknown signal 'BOOM' (HUP, INT, QUIT, KILL, USR1, " ..
+          "USR2, ALRM, TERM, CONT, STOP, TSTP, PIPE)" },
+        { { "run", bad, "/p", "--bogus", "--", "true" },
+          "run: unknown option --bogus" },
+        { { "run", bad, "/p", "--timeout" }, "--timeout needs a value" },
+        { { "run", bad, "/p", "--revocable=yes", "true" },
+          "--revocable takes no value" },
+        { { "holders", bad, "/p", "/q" }, "holders: unexpected argument '/q'" },
+        { { "revoke", bad, "/p", "--leases", "1.5" },
+          "--leases: expected a positive integer, got '1.5'" },
+        { { "wait-barrier", bad, "/p", "--max-hold", "1" },
+          "wait-barrier: unknown option --max-hold" },
+      }
+      local ps = {}
+      for i, c in ipairs(cases) do ps[i] = start(table.unpack(c[1])) end
+      for i, c in ipairs(cases) do
+        local rc, out = finished(ps[i])
+        assert.equal(USAGE, rc, table.concat(c[1], " ") .. ": " .. out)
+        local first = out:match("^[^\n]*")
+        assert.equal("zklock: " .. c[2], first)
+        assert.matches("Try 'zklock %-%-help'", out)
+      end
+    end)
+
+    it("--help: the usage on stdout, 0", function()
+      local rc, out = finished(start("--help"))
+      assert.equal(0, rc, out)
+      assert.matches("zklock run HOSTS PATH", out)
+      assert.matches("Exit status", out)
+    end)
+
+    it("cannot connect: 69", function()
+      local port = H.tcore.free_port()
+      local rc, out = finished(start("holders", "127.0.0.1:" .. port, "/p",
+        "--connect-timeout", "0.5"))
+      assert.equal(UNAVAILABLE, rc, out)
+      assert.matches("^zklock: holders: cannot connect to 127%.0%.0%.1:%d+", out)
+    end)
+  end)
+
+  -- -------------------------------------------------------------------------
+  describe("holders", function()
+    it("prints the holder: node, session, token, id; 1 when free",
+        function()
+      local path = H.path("cli")
+      local named = H.connect(srv, { id = "cli-spec holder 7" })
+      local m = named:mutex(path)
+      local rc, out = finished(start("holders", hosts, path))
+      assert.equal(1, rc, out)
+      assert.equal("", out)
+      assert(m:acquire(5))
+      -- a waiter behind it is not a holder
+      local w = start("run", hosts, path, "--", "true")
+      H.wait_until(function() return second_waits(path) end, 30,
+        "the waiter to wait")
+      rc, out = finished(start("holders", hosts, path))
+      assert.equal(0, rc, out)
+      assert.equal(("%s\t%s\t%.0f\tcli-spec holder 7\n"):format(m:node(),
+        named:session_id(), m:token()), out)
+      m:release()
+      assert.equal(0, finished(w))
+      named:close()
+    end)
+
+    it("read/write lock readers, and a semaphore's leases with --leases",
+        function()
+      local path = H.path("cli")
+      local zk2 = H.connect(srv)
+      local rw, rw2 = zk:rwlock(path), zk2:rwlock(path)
+      assert(rw.read:acquire(5))
+      assert(rw2.read:acquire(5))
+      local rc, out = finished(start("holders", hosts, path))
+      assert.equal(0, rc, out)
+      local nodes = {}
+      for node in out:gmatch("([^\t\n]+)\t[^\n]*\n") do
+        nodes[#nodes + 1] = node
+      end
+      assert.same({ rw.read:node(), rw2.read:node() }, nodes)
+      rw.read:release()
+      rw2.read:release()
+      zk2:close()
+
+      local spath = H.path("cli")
+      local sem = zk:semaphore(spath, 2)
+      local a, b = assert(sem:acquire(5)), assert(sem:acquire(5))
+      rc, out = finished(start("holders", hosts, spath, "--leases", 2))
+      assert.equal(0, rc, out)
+      nodes = {}
+      for node in out:gmatch("([^\t\n]+)\t[^\n]*\n") do
+        nodes[#nodes + 1] = node
+      end
+      assert.same({ a:node(), b:node() }, nodes)
+      a:release()
+      b:release()
+    end)
+  end)
+
+  -- -------------------------------------------------------------------------
+  describe("revoke", function()
+    it("a revocable holder releases; 1 when nobody holds it", function()
+      local path = H.path("cli")
+      local rc, out = finished(start("revoke", hosts, path))
+      assert.equal(1, rc, out)
+      assert.equal("0\n", out)
+      local m = zk:mutex(path)
+      local revoked = 0
+      m:on_revoke(function(l)
+        revoked = revoked + 1
+        assert.is_true(l:release())
+      end)
+      assert(m:acquire(5))
+      rc, out = finished(start("revoke", hosts, path))
+      assert.equal(0, rc, out)
+      assert.equal("1\n", out)
+      H.wait_until(function()
+        zk:dispatch(0.1)
+        return revoked > 0
+      end, 10, "the revocation to arrive")
+      assert.equal(1, revoked)
+      assert.is_false(m:is_held())
+      assert.equal(0, contenders(path))
+    end)
+  end)
+
+  -- -------------------------------------------------------------------------
+  describe("wait-barrier", function()
+    -- is a session watching the node at path?
+    local function watched(path)
+      for _, paths in pairs(H.watches_by_session(srv)) do
+        for _, p in ipairs(paths) do
+          if p == path then return true end
+        end
+      end
+      return false
+    end
+
+    it("returns 0 once the barrier is removed", function()
+      local path = H.path("cli-barrier")
+      local b = zk:barrier(path)
+      assert.is_true(b:set())
+      local p = start("wait-barrier", hosts, path, "--timeout", 60)
+      H.wait_until(function() return watched(path) end, 30,
+        "the tool to watch the barrier")
+      assert.is_nil(p:status())
+      assert.is_true(b:remove())
+      local rc, out = finished(p)
+      assert.equal(0, rc, out)
+      assert.equal("", out)
+      -- no barrier: at once
+      rc, out = finished(start("wait-barrier", hosts, path))
+      assert.equal(0, rc, out)
+    end)
+
+    it("times out: 75 and a message", function()
+      local path = H.path("cli-barrier")
+      local b = zk:barrier(path)
+      assert.is_true(b:set())
+      local rc, out = finished(start("wait-barrier", hosts, path,
+        "--timeout", "0.5"))
+      assert.equal(TEMPFAIL, rc, out)
+      assert.equal("zklock: wait-barrier: barrier " .. path ..
+        " still up after 0.5s\n", out)
+      assert.is_true(b:remove())
+    end)
+  end)
+end)
+
+-- ---------------------------------------------------------------------------
+describe("zklock.core process functions (the tool's)", function()
+  it("spawn, wait, kill", function()
+    local pid = assert(core.spawn({ "sh", "-c", "exit 7" }, core.open_fds()))
+    local kind, st
+    H.wait_until(function()
+      kind, st = core.wait(pid, true)
+      return kind ~= "running"
+    end, 10, "the child to exit")
+    assert.same({ "exited", 7 }, { kind, st })
+    pid = assert(core.spawn({ "sleep", "30" }))
+    assert.equal("running", core.wait(pid, true))
+    assert.is_true(core.kill(pid, "SIGKILL"))
+    assert.same({ "signaled", 9, "KILL" }, { core.wait(pid) })
+    assert.is_nil((core.wait(pid, true))) -- reaped already
+    local ok, msg, code = core.spawn({ "zklock-spec-no-such-command" })
+    assert.same({ nil, "not_found" }, { ok, code })
+    assert.matches("No such file", msg)
+    assert.equal(15, core.signum("TERM"))
+    assert.is_nil(core.signum("NOPE"))
+  end)
+
+  it("refuses bad arguments with a clear error", function()
+    local bad = {
+      { core.spawn, {}, "argv must hold 1 to 65536 strings" },
+      { core.spawn, "sh", "table expected" },
+      { core.spawn, { "sh", {} }, "argv%[2%] is not a string" },
+      { core.spawn, { "sh", "a\0b" }, "argv%[2%] contains a NUL byte" },
+      { core.spawn, { "" }, "the command%) is empty" },
+      { core.wait, 1, "pid must be an integer from 2" },
+      { core.wait, 2.5, "pid must be an integer from 2" },
+      { core.kill, 0, "pid must be an integer from 2" },
+      { core.kill, -1, "pid must be an integer from 2" },
+      { core.kill, 12345, "unknown signal name 'BOOM'", "BOOM" },
+      { core.kill, 12345, "string expected" },
+      { core.catch_signals, { "KILL" }, "not a signal name that can be caught" },
+      { core.catch_signals, { 5 }, "not a signal name that can be caught" },
+      { core.catch_signals, nil, "table expected" },
+      { core.signum, nil, "string expected" },
+    }
+    for _, c in ipairs(bad) do
+      local ok, err = pcall(c[1], c[2], c[4])
+      assert.is_false(ok)
+      assert.matches("bad argument", err)
+      assert.matches(c[3], err)
+    end
+    local ok, err = pcall(core.spawn, { "true" }, 5)
+    assert.is_false(ok)
+    assert.matches("table expected", err)
+  end)
+end)
