@@ -108,7 +108,7 @@ test-compat: deps dev-deps compat
 
 # luacheck (.luacheckrc) over lua/, spec/, examples/, bench/
 lint: dev-deps
-	luacheck -q lua spec examples bench
+	luacheck -q lua spec examples bench bin/zklock
 
 # API reference from the doc comments (config.ld) into build/docs; any
 # LDoc warning fails the target
