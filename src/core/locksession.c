@@ -21,8 +21,15 @@ static void lock_on_connected(zkl_task *t) {
      * and covers anything missed */
     lock_list(l);
     break;
-  case L_DELETING: if (l->t.redo) lock_delete(l); break;
-  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
+  case L_DELETING:
+    if (!l->t.redo) break;
+    if (l->g && l->g->wpath && !l->g->wdone) lock_write(l); /* again */
+    else lock_delete(l);
+    break;
+  case L_HELD:
+    lock_watch_self(l); /* still there? (and revoked?) */
+    if (l->g && l->g->rpending) lock_read_send(l); /* (it was cut) */
+    break;
   default: break;
   }
 }
@@ -40,9 +47,12 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
   zkl_lock *l = LOCK(t);
   size_t n;
   if (zkl_task_watches(t, path)) {
-    /* deleted, or changed (which used the watch up): look again */
+    /* deleted, or changed (which used the watch up): look again, or
+     * hold at once when it was all that held us back */
     if (l->state == L_WATCHING && l->kind == ZKL_KIND_LEASE)
       lock_watch_dir(l); /* (its listing re-arms the watch) */
+    else if (l->state == L_WATCHING && type == ZOO_DELETED_EVENT)
+      lock_blocker_gone(l);
     else if (l->state == L_WATCHING)
       lock_list(l);
     return ZKL_ABOUT_WAITED;
