@@ -2,6 +2,7 @@
 # packages, run the specs, the demo and the benchmarks.
 LUA54_INC  ?= /usr/include/lua5.4
 LUAJIT_INC ?= /usr/include/luajit-2.1
+LUA_INC_DIR ?= /usr/include
 CC         ?= cc
 CFLAGS     ?= -O2 -g
 WARN        = -Wall -Wextra -Wmissing-prototypes -Wstrict-prototypes -Wshadow
@@ -21,9 +22,19 @@ THDRS = $(HDRS) $(wildcard src/testing/*.h)
 DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
-       nginx-light libnginx-mod-http-lua curl wrk
+       nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client
+# and for the maintainers' targets (lint, docs, compat, test-compat):
+# luacheck, LDoc, and the other Lua versions' interpreters and headers
+DEV_DEPS = lua-check lua-ldoc lua5.3 liblua5.3-dev lua5.2 liblua5.2-dev \
+           lua5.1 liblua5.1-0-dev
 
-.PHONY: all deps test demo bench memcheck asan torture clean
+# Lua versions beyond the two of `make test` that the client, mutex and
+# recipe specs run on (docs/compatibility.md, "Lua versions")
+COMPAT = lua5.3 lua5.2 lua5.1
+COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua spec/recipes_spec.lua
+
+.PHONY: all deps dev-deps test demo bench memcheck asan torture clean \
+        compat test-compat lint docs rockspec-check
 
 all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so \
      build/lua5.4/zklock/testing/core.so build/luajit/zklock/testing/core.so
@@ -43,6 +54,18 @@ build/lua5.4/zklock/testing/core.so: $(TSRC) $(THDRS)
 build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
+
+# Lua 5.1-5.3 (make compat): build/lua5.N/zklock/core.so and testing/core.so
+compat: $(foreach v,$(COMPAT),build/$(v)/zklock/core.so \
+          build/$(v)/zklock/testing/core.so)
+
+build/lua5.%/zklock/core.so: $(SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA_INC_DIR)/lua5.$* -shared -o $@ $(SRC) $(LIBS)
+
+build/lua5.%/zklock/testing/core.so: $(TSRC) $(THDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA_INC_DIR)/lua5.$* -shared -o $@ $(TSRC) $(LIBS)
 
 # AddressSanitizer builds of the module (run with LD_PRELOAD of libasan):
 # build/asan for Lua 5.4 (outside scripts use LUA_CPATH='build/asan/?.so'),
@@ -71,8 +94,37 @@ build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
 deps:
 	@sh tools/deps.sh $(DEPS)
 
+dev-deps:
+	@sh tools/deps.sh $(DEV_DEPS)
+
+# SPECS: spec files (and busted options) instead of the whole suite, e.g.
+# make test SPECS=spec/names_spec.lua
 test: deps all
-	@sh spec/run.sh
+	@sh spec/run.sh $(SPECS)
+
+# the client, mutex and recipe specs under Lua 5.3, 5.2 and PUC Lua 5.1
+test-compat: deps dev-deps compat
+	@ZKLOCK_RUNTIMES="$(COMPAT)" sh spec/run.sh $(COMPAT_SPECS)
+
+# luacheck (.luacheckrc) over lua/, spec/, examples/, bench/
+lint: dev-deps
+	luacheck -q lua spec examples bench
+
+# API reference from the doc comments (config.ld) into build/docs; any
+# LDoc warning fails the target
+docs: dev-deps
+	@mkdir -p build/docs
+	@ldoc --fatalwarnings -q . >build/docs.log 2>&1; rc=$$?; \
+	  grep -v '^reading configuration from config.ld$$' build/docs.log \
+	    >build/docs.warn; cat build/docs.warn; \
+	  if [ $$rc -ne 0 ] || [ -s build/docs.warn ]; then \
+	    echo "make docs: LDoc warned (above)" >&2; exit 1; fi
+	@echo "API reference: build/docs/index.html"
+
+# both rockspecs: luarocks lint, and the versioned one's modules and
+# sources equal to scm-1's, its version equal to zklock._VERSION
+rockspec-check: all
+	@sh tools/rockspec-check.sh
 
 demo: deps all
 	@sh examples/demo.sh

@@ -49,7 +49,7 @@ local ok, err = pcall(function()
     floor.p99 = math.max(floor.p99 or 0, p99 / 1e6)
     -- W1: one client, one mutex
     local t0 = core.now()
-    for i = 1, CYCLES do
+    for _ = 1, CYCLES do
       local a = core.now()
       assert(m:acquire())
       m:release()
@@ -65,6 +65,20 @@ local ok, err = pcall(function()
   local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
   print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
     :format(w1rate / (floor.ops / floor.secs)))
+  -- what zklock.metrics adds to a cycle: one acquire and one release
+  -- recorded (docs/performance.md), beside the W1 cycle it rides on
+  do
+    local metrics = require "zklock.metrics"
+    local N = 200000
+    local t0 = core.now()
+    for i = 1, N do
+      metrics.acquire_ended(zk, "bench", 1e-4 + (i % 997) * 1e-6, nil)
+      metrics.released(zk, "bench", 1e-3 + (i % 991) * 1e-6)
+    end
+    local us = (core.now() - t0) / N * 1e6
+    print(("zklock.metrics.cost us_per_cycle=%.2f share_of_w1_cycle=%.2f%%")
+      :format(us, us / (1e6 / w1rate) * 100))
+  end
   zk:close()
   local curator
   if JAVA_CP then -- the peer, same server, same run

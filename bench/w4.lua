@@ -160,7 +160,7 @@ local ok, err = pcall(function()
   local batches = {}
   for i = 1, QUEUE, 250 do -- (curl runs at most 300 transfers at once)
     local urls = {}
-    for j = i, math.min(QUEUE, i + 249) do urls[#urls + 1] = c:url("/buy") end
+    for _ = i, math.min(QUEUE, i + 249) do urls[#urls + 1] = c:url("/buy") end
     batches[#batches + 1] = N.parallel_bg(urls, 150)
   end
   deadline = core.now() + 90

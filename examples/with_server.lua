@@ -4,7 +4,7 @@
 local testing = require "zklock.testing"
 local srv = testing.server()
 -- exported first, so that `$ZK_HOSTS` in the command sees it
-local ok, how, code = os.execute(("export ZK_HOSTS=%s; %s"):format(
+local ok, _, code = os.execute(("export ZK_HOSTS=%s; %s"):format(
   srv.connect_string, arg[1]))
 srv:close()
 if ok ~= true and ok ~= 0 then os.exit(type(code) == "number" and code or 1) end

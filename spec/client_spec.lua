@@ -1,6 +1,6 @@
 -- Sessions: connect, state, close, chroot, fork, connection failures.
 local H = require "spec.helpers"
-local zklock, core, tcore = H.zklock, H.core, H.tcore
+local zklock, tcore = H.zklock, H.tcore
 
 describe("zklock.connect", function()
   local srv

@@ -383,7 +383,7 @@ describe("edges", function()
     end
 
     it("an error raised out of the waiter", function()
-      queued_then(function(m, holder)
+      queued_then(function(m)
         zklock.set_waiter(function(c, gen, t, obj)
           -- (queued: behind the holder, watching it)
           if obj and obj.poll and obj:poll() == "waiting" then

@@ -118,7 +118,8 @@ describe("fuzz", function()
     }
 
     local function one()
-      local r, target, name, a = rnd(10), nil, nil, nil
+      local r = rnd(10)
+      local target, name, a
       if r <= 3 then
         target, name = clients[rnd(#clients)], CTORS[rnd(#CTORS)]
         if rnd(8) == 1 then target = closed end

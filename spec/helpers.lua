@@ -21,6 +21,16 @@ function H.runtimes()
     { "luajit", "./build/luajit/?.so" } }
 end
 H.is54 = _VERSION == "Lua 5.4"
+--- PUC Lua 5.1 (make test-compat; LuaJIT also says "Lua 5.1"), where a
+-- coroutine cannot yield across pcall (docs/compatibility.md, "Lua
+-- versions").
+H.puc51 = _VERSION == "Lua 5.1" and not jit
+--- busted's `it`, or under PUC Lua 5.1, where a wait inside zklock cannot
+-- yield (a language limit, documented), one that leaves the spec out.
+function H.it_yields(it)
+  if not H.puc51 then return it end
+  return function() end
+end
 
 local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 
@@ -374,6 +384,29 @@ function H.freeze_holder(srv, renew)
   assert(type(fenced_by_waiter[1]) == "number", "waiter's fenced write: " ..
     tostring(fenced_by_waiter[2]))
   return report
+end
+
+--- The Prometheus text `text` as the reference parser (Debian's
+-- python3-prometheus-client, spec/tools/prom_parse.py) reads it:
+-- "name{label=value,...}" -> { type =, value = }.  Fails if it refuses it.
+function H.parse_prometheus(text)
+  local input, out = H.tmpname("prom"), H.tmpname("parsed")
+  H.write(input, text)
+  local p = H.spawn_cmd("/usr/bin/python3", "spec/tools/prom_parse.py",
+    input, out)
+  local status = p:wait(60)
+  local parsed, output = H.read(out), p:output()
+  p:cleanup()
+  os.remove(input)
+  os.remove(out)
+  assert(status == 0, "the Prometheus parser refused the text: " .. output)
+  local samples = {}
+  for typ, name, labels, value in
+      parsed:gmatch("(%S+) ([%w_]+){(.-)} (%S+)\n") do
+    samples[name .. "{" .. labels .. "}"] =
+      { type = typ, value = tonumber(value) }
+  end
+  return samples
 end
 
 H.testing = testing

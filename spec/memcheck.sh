@@ -11,7 +11,7 @@ trap 'pkill -KILL -f "$RUN" 2>/dev/null; rm -rf "$RUN"' EXIT INT TERM
 export ZKLOCK_TEST_TMP="$RUN" ZKLOCK_LUA=lua5.4
 SPECS=${*:-spec}
 # shellcheck disable=SC2086
-valgrind -q --error-exitcode=42 --leak-check=full \
+valgrind -q --error-exitcode=42 --leak-check=full --keep-debuginfo=yes \
   --errors-for-leak-kinds=definite --show-leak-kinds=definite \
   --child-silent-after-fork=yes --suppressions=spec/valgrind.supp --log-file="$RUN/vg.log" \
   lua5.4 "$(command -v busted)" --ignore-lua --exclude-tags=fork $SPECS

@@ -92,7 +92,14 @@ function N.start(opts)
     if core.now() > deadline then
       local log = self:log()
       if os.getenv("ZKLOCK_DEBUG_NGX") then
-        os.execute("for p in $(pgrep -f 'nginx.*" .. prefix .. "'); do echo PID $p; gdb -p $p -batch -ex 'thread apply all bt' 2>&1 | grep '^#' | head -30; cat /proc/$p/status | grep -i 'state\\|ppid'; for t in /proc/$p/task/*; do echo \"  $t $(cat $t/comm) $(cat $t/wchan) $(cut -d' ' -f1 $t/syscall)\"; done; done > /tmp/ngx_debug.txt 2>&1")
+        os.execute("for p in $(pgrep -f 'nginx.*" .. prefix .. "'); do " ..
+          "echo PID $p; " ..
+          "gdb -p $p -batch -ex 'thread apply all bt' 2>&1 | " ..
+          "grep '^#' | head -30; " ..
+          "cat /proc/$p/status | grep -i 'state\\|ppid'; " ..
+          "for t in /proc/$p/task/*; do echo \"  $t $(cat $t/comm) " ..
+          "$(cat $t/wchan) $(cut -d' ' -f1 $t/syscall)\"; done; " ..
+          "done > /tmp/ngx_debug.txt 2>&1")
       end
       self:stop()
       error("nginx on port " .. port .. " never answered /ping:\n" .. log)

@@ -257,6 +257,74 @@ describe("zklock under OpenResty (real nginx)", function()
     assert.is_true(worst < 1, ("/ping took %.3f s"):format(worst))
   end)
 
+  it("/metrics adds up both workers' figures, and the reference " ..
+     "Prometheus parser reads them", function()
+    -- /take: one acquire and release of the service's lock, answering
+    -- with the worker's pid; asked until both workers have answered
+    local a = start { workers = 2, extra = [[
+      location = /take { content_by_lua_block {
+        local lock = require("stock").lock()
+        assert(lock:acquire(30))
+        assert(lock:release())
+        ngx.say(ngx.worker.pid())
+      } }
+    ]] }
+    local pids, n, distinct = {}, 0, 0
+    while distinct < 2 do
+      assert(n < 400, "one worker answered all of " .. n .. " requests")
+      local code, body = a:get("/take")
+      assert.equal(200, code)
+      n = n + 1
+      if not pids[body] then pids[body], distinct = true, distinct + 1 end
+    end
+    -- the workers publish every second: wait (bounded) for the sum
+    local samples
+    H.wait_until(function()
+      local code, body = a:get("/metrics")
+      assert.equal(200, code)
+      samples = H.parse_prometheus(body)
+      local s = samples["zklock_acquires_total{kind=mutex}"]
+      return s and s.value >= n
+    end, 30, n .. " acquires in /metrics")
+    assert.equal(n, samples["zklock_acquires_total{kind=mutex}"].value)
+    assert.equal(n, samples["zklock_releases_total{kind=mutex}"].value)
+    assert.equal(0, samples["zklock_losses_total{kind=mutex}"].value)
+    assert.equal(n, samples["zklock_hold_seconds_count{kind=mutex}"].value)
+    local p50 = samples["zklock_wait_seconds{kind=mutex,quantile=0.5}"]
+    local p99 = samples["zklock_wait_seconds{kind=mutex,quantile=0.99}"]
+    assert.equal("summary", p99.type)
+    assert.is_true(p50.value > 0 and p50.value <= p99.value)
+  end)
+
+  it("the C client's log and failing callbacks go to nginx's error log",
+     function()
+    -- /badlog: a session to a port nobody listens on (the C client logs
+    -- its failed connects at ERROR), and a lock whose on_lost callback
+    -- fails once its node is deleted behind its back
+    local port = H.tcore.free_port()
+    local a = start { workers = 1, extra = ([[
+      location = /badlog { content_by_lua_block {
+        local zklock = require "zklock"
+        zklock.set_log_level("error")
+        local bad = assert(zklock.connect("127.0.0.1:%d", { connect_timeout = 0 }))
+        local lock = require("stock").client():mutex("/spec/badlog")
+        lock:on_lost(function() error("on_lost broke") end)
+        assert(lock:acquire(10))
+        ngx.say(lock:node())
+        package.loaded.badlog = { bad = bad, lock = lock } -- (kept)
+      } }
+    ]]):format(port) }
+    local code, node = a:get("/badlog")
+    assert.equal(200, code)
+    local del = assert(zk:_delete(node:match("^%S+")))
+    assert.equal("done", H.await(zk, del, H.now() + 10))
+    H.wait_until(function()
+      local log = a:log()
+      return log:find("%[error%].-zklock: .-ZOO_ERROR@") and
+        log:find("%[error%].-zklock: on_lost callback failed: .-on_lost broke")
+    end, 30, "the C client's error and the failed callback in error.log")
+  end)
+
   it("a worker answers /ping promptly while 200 of its requests queue on " ..
      "one lock", function()
     local a = start { workers = 1, extra = EXTRA }

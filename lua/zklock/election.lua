@@ -60,11 +60,10 @@ local function tell(f, leading)
   f.leading = leading
   local n = 0
   for _, fn in ipairs(f.fns) do
-    local ok, err = xpcall(fn, debug.traceback, leading)
+    local ok, err = xpcall(function() return fn(leading) end, debug.traceback)
     n = n + 1
     if not ok then
-      io.stderr:write(("zklock: on_change callback failed: %s\n"):format(
-        tostring(err)))
+      R.log("error", "on_change callback failed: " .. tostring(err))
     end
   end
   return n
@@ -317,8 +316,7 @@ local function sel_fields(self, fname)
 end
 
 local function report(err)
-  io.stderr:write(("zklock: leader selector function failed: %s\n"):format(
-    tostring(err)))
+  R.log("error", "leader selector function failed: " .. tostring(err))
 end
 
 -- Our turn: run fn(selector) to its end, give leadership back, queue
@@ -328,7 +326,8 @@ local function run_turn(f)
   if f.running or f.closed then return 0 end
   f.running, f.interrupted = true, false
   local function body()
-    local ok, err = xpcall(f.fn, debug.traceback, f.self)
+    local ok, err = xpcall(function() return f.fn(f.self) end,
+      debug.traceback)
     if not ok then report(err) end
     f.running = false
     f.turns = f.turns + 1

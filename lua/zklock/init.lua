@@ -14,13 +14,16 @@ local core = require "zklock.core"
 local R = require "zklock.runtime"
 R.internal_file()
 local L = require "zklock.lock"
+local metrics = require "zklock.metrics"
 require "zklock.semaphore"
 require "zklock.multilock"
 require "zklock.barrier"
 require "zklock.election"
 
 local M = {
-  _VERSION = "zklock 0.1.0",
+  --- The version: the versioned rockspec's (zklock-0.1.0-1.rockspec), less
+  -- its revision.
+  _VERSION = "0.1.0",
   --- Error codes, the third value of every failure: `zklock.errors.timeout`...
   errors = core.errors,
 }
@@ -244,10 +247,50 @@ function M.with_lock(lock, a, ...)
 end
 
 --- Counters of this client: `requests` sent, `watch_events` received,
--- `renewed` (new sessions opened after an expiry), `lost` (holds lost).
+-- `renewed` (new sessions opened after an expiry), `lost` (holds lost),
+-- and `kinds`: per recipe kind ("mutex", "semaphore_mutex",
+-- "rwlock.read", "rwlock.write", "semaphore") the counts `acquires`,
+-- `timeouts`, `errors`, `releases`, `losses`, and the `wait` and `hold`
+-- times as { count, sum, max, p50, p90, p99 } (seconds; docs/api.md).
 function client_methods:stats()
   check_client(self, "stats")
-  return self:_stats()
+  local s = self:_stats()
+  s.kinds = metrics.client_report(self)
+  return s
+end
+
+-- ---------------------------------------------------------------------------
+-- logging and metrics
+
+local LEVELS = { none = true, error = true, warn = true, info = true,
+  debug = true }
+
+--- Send zklock's messages, and the ZooKeeper C client's log, to
+-- `fn(level, message)` (level: "error", "warn", "info", "debug"), called on
+-- the Lua thread when zklock next dispatches; nil restores stderr.  Inside
+-- nginx the default is ngx.log (docs/api.md, "Logging").
+function M.set_logger(fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    argerror(1, "set_logger", "function expected, got " .. type(fn))
+  end
+  R.set_logger(fn or R.default_logger)
+end
+
+--- How much the ZooKeeper C client logs: "none" (the default, unless the
+-- environment's ZKLOCK_LOG_LEVEL says otherwise), "error", "warn", "info"
+-- or "debug".
+function M.set_log_level(level)
+  if not LEVELS[level] then
+    argerror(1, "set_log_level", "one of none, error, warn, info, debug " ..
+      "expected, got " .. tostring(level))
+  end
+  core.set_log_level(level)
+end
+
+--- This process's figures of every client, in the Prometheus text format
+-- (docs/api.md, "Metrics"); zklock.ngx.metrics() adds up nginx's workers.
+function M.metrics()
+  return metrics.prometheus(metrics.process)
 end
 
 --- Client methods written in Lua, for reference: `zk:mutex(path)`.

@@ -6,6 +6,7 @@
 -- @module zklock.lock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
+local metrics = require "zklock.metrics"
 R.internal_file()
 
 local L = {}
@@ -13,8 +14,8 @@ local L = {}
 local now = core.now
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
-local type, select, setmetatable, pairs, ipairs =
-  type, select, setmetatable, pairs, ipairs
+local type, select, setmetatable, pairs =
+  type, select, setmetatable, pairs
 local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
 local hooks, me, argerror = R.hooks, R.me, R.argerror
 local check_path, check_timeout = R.check_path, R.check_timeout
@@ -78,6 +79,7 @@ local function new_lock(client, path, fname, kind, opts, n)
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     single = kind.single, max_hold = max_hold,
+    metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
   })
 end
 
@@ -223,17 +225,36 @@ local function take_lease(f, timeout, max_hold)
   return att, msg, code
 end
 
+-- held attempt -> { since = when its hold began, kind = its metrics kind }
+-- (zklock.metrics; weak: a hold never given back leaves nothing behind)
+local holds = setmetatable({}, WEAK_KEYS)
+
 -- max_hold: seconds the hold may last (nil: f's default, if any)
 local function take(f, timeout, ignore, max_hold)
   max_hold = max_hold or f.max_hold
-  if f.kind == "lease" then return take_lease(f, timeout, max_hold) end
-  return take_node(f, timeout, ignore, max_hold)
+  local t0 = now()
+  local att, msg, code
+  if f.kind == "lease" then
+    att, msg, code = take_lease(f, timeout, max_hold)
+  else
+    att, msg, code = take_node(f, timeout, ignore, max_hold)
+  end
+  local t1 = now()
+  metrics.acquire_ended(f.client, f.metric, t1 - t0, code)
+  if att then holds[att] = { since = t1, kind = f.metric } end
+  return att, msg, code
 end
 
 -- Give a held attempt's node back and wait for the server to confirm.
 local function give_back(client, att)
   local held = att:held()
   att:release()
+  local h = holds[att]
+  if h then
+    holds[att] = nil
+    if held then metrics.released(client, h.kind, now() - h.since)
+    else metrics.lost(client, h.kind) end
+  end
   if closed(client) then return nil, "client is closed", "closed" end
   await(client, att, grace(client))
   if not held then return nil, "lock lost", "lock_lost" end

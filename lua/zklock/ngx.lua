@@ -342,7 +342,64 @@ local function tick(premature, w)
   if w.client:state() == "closed" then return finish(w) end
   local ok, err = pcall(sweep, w)
   if not ok then ngx_log(ERR, "zklock: ", err) end
+  R.drain_log() -- (the C client's log, queued on its threads)
   if not w.live then pcall(take, w, true) end
+end
+
+-- ---------------------------------------------------------------------------
+-- metrics (docs/openresty.md, "Metrics"): every worker records its own;
+-- with a `lua_shared_dict zklock_metrics` each publishes them there once a
+-- second, and metrics() adds up every worker's
+
+local metrics = require "zklock.metrics"
+local METRICS_DICT = "zklock_metrics"
+local PUBLISH_EVERY = 1 -- s
+local publishing = false
+
+local function publish(dict)
+  return dict:set("metrics:" .. ngx.worker.pid(),
+    metrics.serialize(metrics.process))
+end
+
+local function publisher(premature)
+  if premature then return end
+  local dict = ngx.shared[METRICS_DICT]
+  if dict then
+    local ok, err = publish(dict)
+    if not ok then ngx_log(WARN, "zklock: cannot publish metrics: ", err) end
+  end
+end
+
+-- Started by connect, once per worker: only a worker with a session
+-- records anything.
+local function start_publisher()
+  if publishing or not ngx.shared[METRICS_DICT] then return end
+  local ok, err = ngx.timer.every(PUBLISH_EVERY, publisher)
+  if ok then publishing = true
+  else ngx_log(WARN, "zklock: no metrics timer: ", err) end
+end
+
+--- The zklock figures in the Prometheus text exposition format, for a
+-- `/metrics` location: every worker's added up when nginx declares
+-- `lua_shared_dict zklock_metrics 1m` (each worker publishes its figures
+-- there every second, and this worker's at once), else this worker's.
+function M.metrics()
+  local dict = ngx.shared[METRICS_DICT]
+  if not dict then
+    return "# zklock: no lua_shared_dict " .. METRICS_DICT ..
+      ": this worker's figures only\n" .. metrics.prometheus(metrics.process)
+  end
+  publish(dict)
+  local kinds = {}
+  for _, key in ipairs(dict:get_keys(0)) do
+    if key:sub(1, 8) == "metrics:" then
+      local text = dict:get(key)
+      if type(text) == "string" and not metrics.merge_text(kinds, text) then
+        ngx_log(WARN, "zklock: malformed metrics under ", key)
+      end
+    end
+  end
+  return metrics.prometheus(kinds)
 end
 
 --- Open this worker's session, without waiting for it (the first wait
@@ -378,6 +435,7 @@ function M.connect(hosts, opts)
   workers[client] = w
   local ok, err = ngx.timer.at(0, loop, w)
   if ok then ok, err = ngx.timer.every(interval, tick, w) end
+  if ok then start_publisher() end
   if not ok then
     workers[client] = nil
     client:close()
@@ -399,6 +457,15 @@ R.hooks.held = function(lock, tok)
   locks[lock] = true
 end
 R.hooks.owner = owner
+
+-- Logging goes to nginx's error log (at the matching level) unless the
+-- application set a logger of its own.
+local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO,
+  debug = ngx.DEBUG }
+R.default_logger = function(level, msg)
+  ngx_log(NGX_LEVEL[level] or ERR, "zklock: ", msg)
+end
+if not R.current_logger() then R.set_logger(R.default_logger) end
 R.hooks.dispatcher = true
 zklock.set_waiter(wait)
 zklock.connect = M.connect -- (whichever module was required first)

@@ -148,9 +148,61 @@ end
 local with_callbacks = setmetatable({}, WEAK_KEYS)
 R.with_callbacks = with_callbacks
 
+-- ---------------------------------------------------------------------------
+-- logging (docs/design.md section 13.1): zklock's own messages and, once a
+-- logger is set, the C client's log, both to logger(level, message)
+
+local logger -- nil: stderr (and the C client writes its own lines there)
+
+local function to_stderr(level, msg)
+  io.stderr:write(("zklock: %s: %s\n"):format(level, msg))
+end
+
+-- Send one message to the logger; a failing logger falls back to stderr.
+local function log(level, msg)
+  if logger then
+    local ok, err = pcall(logger, level, msg)
+    if ok then return end
+    to_stderr("error", "logger failed: " .. tostring(err))
+  end
+  to_stderr(level, msg)
+end
+R.log = log
+
+-- Pass the C client's queued lines to the logger (called on every dispatch).
+local log_pop = core.log_pop
+local function drain_log()
+  if not logger then return end
+  while true do
+    local line, level, dropped = log_pop()
+    if dropped > 0 then
+      log("warn", ("%d lines of the ZooKeeper client's log dropped " ..
+        "(queue full)"):format(dropped))
+    end
+    if not line then return end
+    log(level, line)
+  end
+end
+R.drain_log = drain_log
+
+-- The logger in use (nil: stderr).
+function R.current_logger() return logger end
+
+-- Set (fn) or clear (nil) the logger: fn(level, message).
+function R.set_logger(fn)
+  logger = fn
+  core.log_capture(fn ~= nil)
+  if not fn then -- what was queued goes out the plain way
+    while true do
+      local line, level = log_pop()
+      if not line then break end
+      to_stderr(level, line)
+    end
+  end
+end
+
 local function report(what, err)
-  io.stderr:write(("zklock: %s callback failed: %s\n"):format(what,
-    tostring(err)))
+  log("error", ("%s callback failed: %s"):format(what, tostring(err)))
 end
 
 -- client -> { fn, ... }: connection-state listeners (zk:on_state); and
@@ -165,7 +217,8 @@ local function notify_state(client, new)
   last_state[client] = new
   local n = 0
   for _, fn in ipairs(state_listeners[client] or {}) do
-    local ok, err = xpcall(fn, debug.traceback, new, old)
+    local ok, err = xpcall(function() return fn(new, old) end,
+      debug.traceback)
     n = n + 1
     if not ok then report("on_state", err) end
   end
@@ -179,6 +232,7 @@ R.latch_events = nil
 -- Run the callbacks `client` has queued (or those of `evs`, taken from it
 -- already); returns how many ran.
 local function dispatch(client, evs)
+  if logger then drain_log() end
   evs = evs or client:_events()
   if not evs then return 0 end
   local n = 0
@@ -194,7 +248,8 @@ local function dispatch(client, evs)
       local co = co_running() or MAIN
       local saved = acting[co]
       acting[co] = r.owner
-      local ok, err = xpcall(fn, debug.traceback, r.lock)
+      local ok, err = xpcall(function() return fn(r.lock) end,
+        debug.traceback)
       acting[co] = saved
       n = n + 1
       if not ok then report("on_" .. ev[1], err) end

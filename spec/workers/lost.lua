@@ -42,7 +42,7 @@ local t = core.now() + 30
 while lost_calls == 0 and core.now() < t do zk:dispatch(0.1) end
 put("lost_calls", lost_calls)
 put("held_in_cb", held_in_cb)
-local v, msg, code = m:fenced_set(fpath, "holder-after")
+local v, _, code = m:fenced_set(fpath, "holder-after")
 put("fenced", v and "ok" or code)
 local r1, _, c1 = m:release()
 put("release", r1 and "ok" or c1)

@@ -168,8 +168,8 @@ static int session_renew(zkl_client *c) {
   if (!c->closing && !c->timer_stop) {
     /* without the mutex: name resolution may take long */
     pthread_mutex_unlock(&c->mu);
-    zh = zookeeper_init(c->hosts, session_watcher, c->timeout_req, NULL, c,
-                        0);
+    zh = zookeeper_init2(c->hosts, session_watcher, c->timeout_req, NULL, c,
+                         0, zkl_log_line);
     pthread_mutex_lock(&c->mu);
   }
   c->renewing = 0;
@@ -275,7 +275,8 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
    * returns, sees c->zh set. */
   pthread_mutex_lock(&c->mu);
   errno = 0;
-  c->zh = zookeeper_init(hosts, session_watcher, timeout_ms, NULL, c, 0);
+  c->zh = zookeeper_init2(hosts, session_watcher, timeout_ms, NULL, c, 0,
+                          zkl_log_line);
   if (!c->zh) {
     int e = errno;
     pthread_mutex_unlock(&c->mu);

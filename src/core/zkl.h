@@ -70,6 +70,15 @@ double zkl_bootnow(void);
 /* 36 chars + NUL, random (v4); 0 when no random bytes can be had
  * (getrandom refused and /dev/urandom unreadable). */
 int zkl_uuid(char *out);
+
+/* The C client's log (log.c): every session logs through zkl_log_line;
+ * lines go to stderr, or, once captured, to a bounded queue the Lua thread
+ * empties with zkl_log_pop (1: a line copied into buf, truncated to size;
+ * 0: none; *dropped: lines lost to a full queue since the last pop). */
+enum { ZKL_LOG_ERROR = 1, ZKL_LOG_WARN, ZKL_LOG_INFO, ZKL_LOG_DEBUG };
+void zkl_log_line(const char *msg);
+void zkl_log_capture(int on);
+int zkl_log_pop(char *buf, size_t size, int *level, unsigned long *dropped);
 char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 
 /* Longest path and data the binding accepts (docs/limits.md). */

@@ -51,6 +51,34 @@ static int lcore_set_log_level(lua_State *L) {
   return 0;
 }
 
+/* core.log_capture(on): queue the C client's log for core.log_pop instead
+ * of writing it to stderr */
+static int lcore_log_capture(lua_State *L) {
+  luaL_checkany(L, 1);
+  zkl_log_capture(lua_toboolean(L, 1));
+  return 0;
+}
+
+/* core.log_pop() -> line, level, dropped | nil, nil, dropped: the oldest
+ * queued line of the C client's log ("error", "warn", "info", "debug"),
+ * and how many lines a full queue lost since the last call */
+static int lcore_log_pop(lua_State *L) {
+  static const char *const names[] = { "error", "error", "warn", "info",
+                                       "debug" };
+  char buf[2048];
+  int level = ZKL_LOG_ERROR;
+  unsigned long dropped = 0;
+  if (zkl_log_pop(buf, sizeof buf, &level, &dropped)) {
+    lua_pushstring(L, buf);
+    lua_pushstring(L, names[level >= 1 && level <= 4 ? level : 1]);
+  } else {
+    lua_pushnil(L);
+    lua_pushnil(L);
+  }
+  lua_pushnumber(L, (lua_Number)dropped);
+  return 3;
+}
+
 int luaopen_zklock_core(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "now", lcore_now },
@@ -58,6 +86,8 @@ int luaopen_zklock_core(lua_State *L) {
     { "pid", lcore_pid },
     { "addr", lcore_addr },
     { "set_log_level", lcore_set_log_level },
+    { "log_capture", lcore_log_capture },
+    { "log_pop", lcore_log_pop },
     { NULL, NULL }
   };
   const char *lv = getenv("ZKLOCK_LOG_LEVEL");

@@ -1,0 +1,94 @@
+rockspec_format = "3.0"
+package = "zklock"
+version = "0.1.0-1"
+-- The project's public repository (docs/compatibility.md, "LuaRocks"); a
+-- build from a checkout (`luarocks make`) does not fetch it.
+source = {
+  url = "git+https://github.com/zklock/zklock.git",
+  tag = "v0.1.0",
+}
+description = {
+  summary = "ZooKeeper locks, semaphores, barriers and leader election, " ..
+    "carried out in C",
+  detailed = [[
+Curator-compatible ZooKeeper recipes for Lua 5.1-5.4 and LuaJIT, over the
+ZooKeeper C client (libzookeeper_mt): reentrant mutex, read/write lock,
+semaphores on Curator's InterProcessSemaphoreV2 nodes, multi-lock, barrier,
+double barrier, leader latch and leader selector; herd-free waiting,
+fencing tokens, garbage-collected release, waits that yield under
+OpenResty, and zklock.testing to run real ZooKeeper servers from specs.
+]],
+  homepage = "https://github.com/zklock/zklock",
+  issues_url = "https://github.com/zklock/zklock/issues",
+  maintainer = "the zklock maintainers",
+  license = "MIT",
+  labels = {
+    "zookeeper", "lock", "mutex", "semaphore", "barrier",
+    "leader-election", "distributed", "curator", "openresty",
+  },
+}
+-- Tested: Lua 5.4 and LuaJIT 2.1 (make test), Lua 5.3, 5.2 and PUC Lua 5.1
+-- (make test-compat): docs/compatibility.md, "Lua versions".
+dependencies = {
+  "lua >= 5.1, < 5.5",
+}
+-- CLOCK_BOOTTIME, accept4: Linux only
+supported_platforms = { "linux" }
+external_dependencies = {
+  ZOOKEEPER = {
+    header = "zookeeper/zookeeper.h",
+    library = "zookeeper_mt",
+  },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["zklock"] = "lua/zklock/init.lua",
+    ["zklock.runtime"] = "lua/zklock/runtime.lua",
+    ["zklock.lock"] = "lua/zklock/lock.lua",
+    ["zklock.semaphore"] = "lua/zklock/semaphore.lua",
+    ["zklock.multilock"] = "lua/zklock/multilock.lua",
+    ["zklock.barrier"] = "lua/zklock/barrier.lua",
+    ["zklock.election"] = "lua/zklock/election.lua",
+    ["zklock.metrics"] = "lua/zklock/metrics.lua",
+    ["zklock.testing"] = "lua/zklock/testing.lua",
+    ["zklock.ngx"] = "lua/zklock/ngx.lua",
+    ["zklock.core"] = {
+      sources = {
+        "src/core/acl.c", "src/core/barrier.c", "src/core/dbarrier.c",
+        "src/core/errors.c", "src/core/holders.c", "src/core/liveness.c",
+        "src/core/log.c",
+        "src/core/lock.c", "src/core/lockapi.c", "src/core/locksession.c",
+        "src/core/names.c", "src/core/notify.c", "src/core/oneshot.c",
+        "src/core/op.c", "src/core/session.c", "src/core/task.c",
+        "src/core/util.c", "src/core/write.c", "src/lua/lcheck.c",
+        "src/lua/lclient.c", "src/lua/lcore.c", "src/lua/llock.c",
+        "src/lua/lnames.c", "src/lua/lop.c", "src/lua/lutil.c",
+      },
+      defines = { "THREADED", "_GNU_SOURCE" },
+      incdirs = { "$(ZOOKEEPER_INCDIR)" },
+      libdirs = { "$(ZOOKEEPER_LIBDIR)" },
+      libraries = { "zookeeper_mt", "pthread" },
+    },
+    -- test equipment for zklock.testing, apart from the product
+    ["zklock.testing.core"] = {
+      sources = {
+        "src/testing/ltesting.c", "src/testing/netutil.c",
+        "src/testing/proxy.c", "src/core/util.c", "src/core/errors.c",
+        "src/lua/lutil.c",
+      },
+      defines = { "THREADED", "_GNU_SOURCE" },
+      incdirs = { "$(ZOOKEEPER_INCDIR)" },
+      libdirs = { "$(ZOOKEEPER_LIBDIR)" },
+      libraries = { "zookeeper_mt", "pthread" },
+    },
+  },
+}
+-- busted comes from Debian (lua-busted, which `make test` installs with the
+-- other packages it needs), not from a rocks server: no test_dependencies,
+-- so `luarocks test` runs offline.  `make test` builds the module for Lua
+-- 5.4 and LuaJIT and runs every spec on both (docs/testing.md).
+test = {
+  type = "command",
+  command = "make test",
+}
