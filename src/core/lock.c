@@ -68,6 +68,16 @@ void lock_lost_event(zkl_lock *l) {
 void lock_finish(zkl_task *t, int rc, const char *what_) {
   zkl_lock *l = LOCK(t);
   char what[256]; /* what_ may be l->node or the watch, freed below */
+  if (l->g && l->g->wparents && l->state == L_DELETING && l->node &&
+      !zkl_is_gone(rc)) {
+    /* the guarded node's parents could not be made: not written, and our
+     * node still goes */
+    l->g->wparents = 0;
+    l->g->wdone = 1;
+    l->g->wrc = rc;
+    lock_delete(l);
+    return;
+  }
   snprintf(what, sizeof what, "%s", what_ ? what_ : "");
   if (zkl_is_gone(rc)) lock_set_node(l, NULL);
   if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
@@ -95,7 +105,15 @@ static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
 
 /* ---- create, parents, list ---------------------------------------------- */
 
-void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
+void lock_parents_made(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->g && l->g->wparents) { /* the guarded node's, for the write */
+    l->g->wparents = 0;
+    lock_write(l);
+  } else {
+    lock_create(l);
+  }
+}
 
 void lock_parents(zkl_lock *l) {
   l->state = L_PARENTS;
@@ -573,6 +591,9 @@ static void lock_write_cb(int rc, const void *data) {
     } else if (werr == ZNONODE && !g->wcreate) {
       g->wcreate = 1; /* the guarded node is missing: create it */
       lock_write(l);
+    } else if (werr == ZNONODE) {
+      g->wparents = 1; /* and its parent too: containers first */
+      zkl_task_parents(&l->t, g->wpath, 0);
     } else if (werr == ZNODEEXISTS && g->wcreate) {
       g->wcreate = 0; /* someone made it meanwhile: set it */
       lock_write(l);

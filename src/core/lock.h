@@ -28,6 +28,7 @@ typedef struct {
   char *wpath;       /* written with the release, or NULL */
   char *wdata; int wlen;
   int wcreate;       /* the node was missing: the multi creates it */
+  int wparents;      /* its parents are being made (then: the multi) */
   int wmaybe;        /* a try was cut: a failure is not certain */
   int wdone, wrc;    /* the write's outcome (wrc: a ZooKeeper code) */
   int64_t wversion, wzxid;
