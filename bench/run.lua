@@ -140,6 +140,46 @@ local ok, err = pcall(function()
     print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
       :format(z / cur))
   end
+  print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.4)")
+    :format(z / (floor.ops / floor.secs)))
+
+  -- guarded: C processes adding one to a counter node under the mutex,
+  -- plain (acquire, get, set, release) and pipelined (the read with the
+  -- acquire, the write with the release), and Curator (InterProcessMutex,
+  -- getData, setData); the counter must end exact in each
+  local function guarded(name, node, command)
+    local check = assert(zklock.connect(hosts))
+    local before = tonumber((check:get(node))) or 0
+    local rate = c8(name, command)
+    local after = tonumber((check:get(node))) or 0
+    check:close()
+    -- (each zklock worker adds one more before the gate: its warm-up)
+    local expect = C * M + (name:find("^curator") and 0 or C)
+    assert(after - before == expect, ("%s: the counter went from %d to %d, " ..
+      "not by %d"):format(name, before, after, expect))
+    return rate
+  end
+  local gp = guarded("zklock.guarded.plain", "/bench/gnode-p",
+    function(gate, out)
+      return ("%s bench/guarded_worker.lua %s /bench/gp /bench/gnode-p %d " ..
+        "%s %s plain"):format(lua, hosts, M, gate, out)
+    end)
+  local gq = guarded("zklock.guarded.pipelined", "/bench/gnode-q",
+    function(gate, out)
+      return ("%s bench/guarded_worker.lua %s /bench/gq /bench/gnode-q %d " ..
+        "%s %s pipelined"):format(lua, hosts, M, gate, out)
+    end)
+  print(("ratio zklock.guarded.pipelined/zklock.guarded.plain=%.2f " ..
+    "(target >= 2)"):format(gq / gp))
+  if JAVA_CP then
+    local gc = guarded("curator.guarded", "/bench/gnode-c",
+      function(gate, out)
+        return ("java -cp %s CuratorPeer guarded %s /bench/gc /bench/gnode-c " ..
+          "%d %s %s"):format(JAVA_CP, hosts, M, gate, out)
+      end)
+    print(("ratio zklock.guarded.pipelined/curator.guarded=%.2f " ..
+      "(target >= 3)"):format(gq / gc))
+  end
 
   -- semaphores (Curator InterProcessSemaphoreV2's protocol on both sides):
   -- one client's lease cycle, then C contenders for LEASES leases

@@ -2,6 +2,9 @@
 -- examples/nginx under wrk, 100 connections, against one fresh ZooKeeper.
 --   w4 ...           /buy on one instance with 2 workers: requests/s, p99,
 --                    and the oversell count (must be 0)
+--   w4.buy_plain ... /buy_plain, same load: the same purchase as acquire,
+--                    get, set, release (/buy reads with the acquire and
+--                    writes with the release)
 --   w4.unlocked ...  /buy_unlocked, same load: the oversell the lock stops
 --   w4.handoff.*     one worker, /buy_timed: the gap from one holder's
 --                    release to the next holder's acquire returning, and
@@ -125,7 +128,10 @@ local ok, err = pcall(function()
   end
 
   local a = N.start { hosts = srv.connect_string, workers = 2 }
-  run("w4.buy", a, "/buy")
+  local buy = run("w4.buy", a, "/buy")
+  local plain = run("w4.buy_plain", a, "/buy_plain")
+  print(("ratio w4.buy/w4.buy_plain=%.2f (target >= 2)"):format(
+    buy.rps / plain.rps))
   run("w4.buy_unlocked", a, "/buy_unlocked")
   a:stop()
 
