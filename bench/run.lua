@@ -94,6 +94,20 @@ local ok, err = pcall(function()
     end
   end
 
+  local KAZOO = "/usr/bin/python3 spec/peers/kazoo_peer.py" -- (Debian's)
+  do -- kazoo's Lock, same server, same run
+    local fh = assert(io.popen(("%s bench %s /bench/kw1 %d 2>&1"):format(
+      KAZOO, hosts, CYCLES)))
+    local out = fh:read("*a")
+    fh:close()
+    io.write(out)
+    local kazoo = tonumber(out:match("kazoo%.mutex%.uncontended.-ops_per_s=(%S+)"))
+    if kazoo then
+      print(("ratio zklock.mutex.uncontended/kazoo.mutex.uncontended=%.2f")
+        :format(w1rate / kazoo))
+    end
+  end
+
   -- W2: C separate processes (sessions) on one mutex
   local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
   local function c8(name, command)
@@ -140,6 +154,11 @@ local ok, err = pcall(function()
     print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
       :format(z / cur))
   end
+  local kz = c8("kazoo.mutex.c8", function(gate, out)
+    return ("%s bench %s /bench/kc8 %d %s %s"):format(KAZOO, hosts, M, gate,
+      out)
+  end)
+  print(("ratio zklock.mutex.c8/kazoo.mutex.c8=%.2f"):format(z / kz))
   print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.4)")
     :format(z / (floor.ops / floor.secs)))
 
@@ -154,7 +173,7 @@ local ok, err = pcall(function()
     local after = tonumber((check:get(node))) or 0
     check:close()
     -- (each zklock worker adds one more before the gate: its warm-up)
-    local expect = C * M + (name:find("^curator") and 0 or C)
+    local expect = C * M + (name:find("^zklock") and C or 0)
     assert(after - before == expect, ("%s: the counter went from %d to %d, " ..
       "not by %d"):format(name, before, after, expect))
     return rate
@@ -180,6 +199,11 @@ local ok, err = pcall(function()
     print(("ratio zklock.guarded.pipelined/curator.guarded=%.2f " ..
       "(target >= 3)"):format(gq / gc))
   end
+  local gk = guarded("kazoo.guarded", "/bench/gnode-k", function(gate, out)
+    return ("%s guarded %s /bench/gk /bench/gnode-k %d %s %s"):format(KAZOO,
+      hosts, M, gate, out)
+  end)
+  print(("ratio zklock.guarded.pipelined/kazoo.guarded=%.2f"):format(gq / gk))
 
   -- semaphores (Curator InterProcessSemaphoreV2's protocol on both sides):
   -- one client's lease cycle, then C contenders for LEASES leases
@@ -223,6 +247,42 @@ local ok, err = pcall(function()
 
   -- leadership failover, after close() and after SIGKILL (bench/failover.lua)
   dofile("bench/failover.lua")(hosts, JAVA_CP, line, TMP)
+
+  -- herd: 1,000 waiters on one mutex, in one process (cooperative
+  -- coroutines on one session); per release, the watch notifications the
+  -- session got, and the server's watch count (wchs) with all queued
+  dofile("bench/herd.lua")(hosts, srv)
 end)
 srv:close()
+assert(ok, err)
+
+-- W5: memory over 10^5 and 10^6 cycles, one process per runtime.  A server
+-- of its own, without fsync (forceSync=no): the client's memory does not
+-- depend on the disk, and 10^6 fsynced cycles would take 20 minutes.
+local W5 = os.getenv("BENCH_W5_CYCLES") or "100000 1000000"
+local fast = testing.server({ tick_time = 2000,
+  config = { forceSync = "no" } })
+ok, err = pcall(function()
+  for _, rt in ipairs { { "lua5.4", "./build/lua5.4/?.so" },
+      { "luajit", "./build/luajit/?.so" } } do
+    local t0 = core.now()
+    local fh = assert(io.popen(("LUA_CPATH='%s;;' %s bench/w5_worker.lua " ..
+      "%s %s"):format(rt[2], rt[1], fast.connect_string, W5)))
+    local first, last, n
+    for l in fh:lines() do
+      local c, rss, heap = l:match("cycles=(%d+) rss_kb=(%d+) lua_kb=(%d+)")
+      if c then
+        c, rss, heap = tonumber(c), tonumber(rss), tonumber(heap)
+        print(("w5.%s cycles=%d rss_kb=%d lua_heap_kb=%d"):format(rt[1], c,
+          rss, heap))
+        first = first or rss
+        last, n = rss, c
+      end
+    end
+    assert(fh:close(), "w5 worker failed")
+    print(("w5.%s rss_growth_kb=%d over %d cycles (%.1f s)"):format(rt[1],
+      last - first, n - 10000, core.now() - t0))
+  end
+end)
+fast:close()
 assert(ok, err)
