@@ -72,6 +72,17 @@ local function new_lock(client, path, fname, kind, opts, n)
   end
   check_path(path, 1, fname)
   local max_hold = check_opts(opts, n or 2, fname)
+  local linger = opts and opts.linger
+  if linger ~= nil then
+    if type(linger) ~= "number" or not (linger > 0 and linger < 1e9) then
+      argerror(n or 2, fname, "linger must be a number of seconds > 0")
+    end
+    if kind.kind == "lease" then
+      argerror(n or 2, fname, "a semaphore does not linger (linger): " ..
+        "see docs/api.md, lock caching")
+    end
+    if kind.kind == "read" then linger = nil end -- (the write lock's only)
+  end
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
@@ -79,7 +90,7 @@ local function new_lock(client, path, fname, kind, opts, n)
     client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
-    single = kind.single, max_hold = max_hold,
+    single = kind.single, max_hold = max_hold, linger = linger,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
   })
 end
@@ -259,8 +270,9 @@ local function hold_ended(client, att, held)
 end
 
 -- Give a held attempt's node back and wait for the server to confirm.
-local function give_back(client, att)
-  local held = att:held()
+-- (held: whether it was held, when the caller knows it from before)
+local function give_back(client, att, held)
+  if held == nil then held = att:held() end
   att:release()
   hold_ended(client, att, held)
   if closed(client) then return nil, "client is closed", "closed" end
@@ -316,10 +328,34 @@ function Lock:acquire(timeout, opts)
   end
   local downgrade = ignore ~= nil
   local att
-  att, msg, code = take(f, timeout, ignore, max_hold, read)
+  local cached = f.lingering -- lock caching: the node we kept, if any
+  if cached then
+    f.lingering = nil
+    if cached:relock(max_hold or f.max_hold) then -- held, no request sent
+      att = cached
+      metrics.acquire_ended(client, f.metric, 0, nil)
+      holds[att] = { since = now(), kind = f.metric }
+      if read then -- (a plain get, under the lock)
+        local d, v, rcode = call_op(client,
+          timeout or client:session_timeout(), "_get", read)
+        if d == nil and rcode and rcode ~= "no_node" then
+          give_back(client, att)
+          return nil, v, rcode
+        end
+        own = { att = att, count = 1, downgrade = downgrade }
+        f.owners[co] = own
+        if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
+        if hooks.held then hooks.held(self, co) end
+        return self, d, d ~= nil and v or nil
+      end
+    end
+  end
+  if not att then
+    att, msg, code = take(f, timeout, ignore, max_hold, read)
+  end
   if not att then return nil, msg, code end
   local data, version
-  if read then
+  if read and att ~= cached then
     data, version, code = att:read_result()
     if data == nil and code then -- a read refused (no auth...): let go
       give_back(client, att)
@@ -375,6 +411,18 @@ function Lock:release(opts)
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
   if write then return write_back(f.client, own.att, write, data) end
+  if f.linger and not f.lingering and not (reader and reader.downgrade) then
+    -- lock caching: the node stays until someone else wants it
+    local att = own.att
+    local held = att:held()
+    if held and att:linger(f.linger) then
+      hold_ended(f.client, att, true)
+      f.lingering = att
+      return true
+    end
+    -- not kept (contended, or lost): released the plain way
+    return give_back(f.client, att, held)
+  end
   if reader and reader.downgrade and not reader.keep then
     -- downgraded: our read node sorts after any writer that queued between
     -- it and our write node; such a writer would get the lock at once and

@@ -213,6 +213,11 @@ static const char REVOKE[] = "__REVOKE__";
  * expiry); a queued attempt queues again with a new node (within the
  * caller's deadline).  (docs/design.md, section 4.5) */
 void lock_node_gone(zkl_lock *l) {
+  if (l->state == L_LINGER) { /* nobody held it: nothing lost */
+    lock_set_node(l, NULL);
+    lock_release_locked(l);
+    return;
+  }
   if (l->state == L_HELD) {
     lock_lost_event(l);
     lock_set_node(l, NULL);
@@ -237,7 +242,11 @@ static void lock_self_cb(int rc, const char *v, int vlen,
     if (rc == ZOK) {
       /* once per request: a re-read (reconnect) of the same data version
        * is not a new one */
-      if (l->state == L_HELD && l->revocable && v && st &&
+      if (l->state == L_LINGER && v && vlen == (int)sizeof REVOKE - 1 &&
+          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        l->contended = 1; /* someone asks for it: it goes */
+        lock_release_locked(l);
+      } else if (l->state == L_HELD && l->revocable && v && st &&
           st->version != l->revoke_version &&
           vlen == (int)sizeof REVOKE - 1 &&
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
@@ -517,6 +526,49 @@ void lock_read_send(zkl_lock *l) {
   if (lock_sent(l, r, rc, l->g->rpath)) l->g->rflight = l->t.epoch;
 }
 
+/* ---- lock caching: a released hold lingers ------------------------------ */
+
+/* The directory's children, with a watch: any node but ours is a
+ * contender (zklock, Curator, kazoo alike), and from then on the node is
+ * not reused: deleted now if lingering, at the end of the hold if held
+ * again (docs/design.md, section 4.13). */
+static void lock_contenders_cb(int rc, const struct String_vector *sv,
+                               const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
+    if (rc == ZOK && sv) {
+      int i;
+      for (i = 0; i < sv->count; i++)
+        if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
+      if (l->contended && l->state == L_LINGER) lock_release_locked(l);
+    } else if (!zkl_is_cut(rc)) {
+      l->contended = 1; /* cannot watch: no reuse */
+      if (l->state == L_LINGER) lock_release_locked(l);
+    } /* cut: listed again on reconnect */
+  }
+  zkl_task_leave(r);
+}
+
+void lock_contenders(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
+    zkl_task_set_watch(&l->t, strdup(l->t.path));
+  l->lingers = 1;
+  r = lock_req(l, R_CONTENDERS);
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, lock_contenders_cb,
+                             r)
+         : ZSYSTEMERROR;
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    if (!zkl_is_cut(rc)) { /* cannot watch: no caching */
+      l->contended = 1;
+      if (l->state == L_LINGER) lock_release_locked(l);
+    }
+  }
+}
+
 /* ---- giving our node back ----------------------------------------------- */
 
 static void lock_delete_cb(int rc, const void *data) {
@@ -648,7 +700,9 @@ void lock_release_locked(zkl_lock *l) {
   case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
   case L_CREATING: if (!l->create_out) lock_delete(l); break;
   case L_RECOVER: break; /* finds our node, then deletes it */
-  case L_LISTING: case L_WATCHING: case L_HELD: lock_delete(l); break;
+  case L_LISTING: case L_WATCHING: case L_HELD: case L_LINGER:
+    lock_delete(l);
+    break;
   case L_FAILED: /* e.g. no auth to watch: our node may still be there */
     if (l->node && zkl_client_usable(l->t.c, NULL)) lock_delete(l);
     break;

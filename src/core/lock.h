@@ -11,9 +11,9 @@
 
 /* the phases of lock.c's diagram */
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
-       L_HELD, L_DELETING, L_DONE, L_FAILED };
+       L_HELD, L_LINGER, L_DELETING, L_DONE, L_FAILED };
 enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF,
-       R_READ, R_WRITE };
+       R_READ, R_WRITE, R_CONTENDERS };
 
 /* A node the lock guards (docs/design.md, section 4.12): read with the
  * acquire (a get riding behind the listing that makes us holder), written
@@ -63,6 +63,11 @@ struct zkl_lock {
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
   lock_guard *g;   /* a guarded node read or written, or NULL */
+  /* lock caching (docs/design.md, section 4.13): a released hold may
+   * linger (L_LINGER) until linger_until, watching the directory */
+  double linger_until; /* boot clock; 0: not lingering */
+  int lingers;     /* the directory watch is ours (set while lingering) */
+  int contended;   /* another node was seen in the directory: no reuse */
 };
 
 #define LOCK(t) ((zkl_lock *)(t))
@@ -80,6 +85,8 @@ void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
 void lock_blocker_gone(zkl_lock *l);  /* the watched predecessor went */
 void lock_read_send(zkl_lock *l);     /* the guarded read, this epoch */
 void lock_write(zkl_lock *l);         /* the write-with-release multi */
+void lock_contenders(zkl_lock *l);    /* lingering: list and watch the dir */
+int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
 void lock_delete(zkl_lock *l);        /* our node goes, then done */
 void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
 void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */

@@ -98,13 +98,17 @@ int zkl_lock_start(zkl_lock *l, zkl_error *err) {
  * server may expire us 1/3 of the timeout later: past that we answer false.
  * Reconnecting in the same session proves the node never went away, and the
  * answer is true again; expiry makes it false for good (l->lost). */
-static int lock_held_now(zkl_lock *l) {
+int lock_margin_ok(zkl_lock *l) {
   zkl_client *c = l->t.c;
-  double now = zkl_bootnow();
-  if (l->state != L_HELD || l->lost) return 0;
   if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
-  if (l->hold_until > 0 && now >= l->hold_until) return 0; /* max_hold */
-  return now < zkl_client_expiry(c) - zkl_client_margin(c);
+  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
+}
+
+static int lock_held_now(zkl_lock *l) {
+  if (l->state != L_HELD || l->lost) return 0;
+  if (l->hold_until > 0 && zkl_bootnow() >= l->hold_until)
+    return 0; /* max_hold */
+  return lock_margin_ok(l);
 }
 
 int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
@@ -113,7 +117,7 @@ int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
   if (gen) *gen = l->t.c->gen;
   switch (l->state) {
   case L_HELD: st = l->g && l->g->rpending ? ZKL_PENDING : ZKL_HELD; break;
-  case L_DONE: st = ZKL_DONE; break;
+  case L_DONE: case L_LINGER: st = ZKL_DONE; break;
   case L_WATCHING: st = ZKL_WAITING; break;
   case L_FAILED: st = ZKL_FAILED;
     if (err) *err = l->t.err;
@@ -255,6 +259,52 @@ int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
                l->g->wpath);
   } else {
     zkl_seterr_rc(err, l->g->wrc, l->g->wpath);
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return ok;
+}
+
+/* ---- lock caching (docs/design.md, section 4.13) ------------------------ */
+
+int zkl_lock_linger(zkl_lock *l, double seconds) {
+  int kept = 0;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->kind != ZKL_KIND_LEASE && seconds > 0 && !l->contended &&
+      lock_held_now(l) && l->node && !(l->g && l->g->wpath)) {
+    l->state = L_LINGER;
+    l->linger_until = zkl_bootnow() + seconds;
+    l->hold_until = 0;
+    l->abandon = 1; /* nobody awaits it now */
+    if (!l->lingers) lock_contenders(l);
+    if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
+      zkl_task_keep(&l->t); /* it outlives its Lua box if it must */
+      zkl_client_rearm(l->t.c);
+      kept = 1;
+    }
+  } else {
+    lock_release_locked(l);
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return kept;
+}
+
+int zkl_lock_relock(zkl_lock *l, double max_hold) {
+  int ok = 0;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->state == L_LINGER && !l->contended && lock_margin_ok(l)) {
+    l->state = L_HELD;
+    l->linger_until = 0;
+    l->abandon = 0;
+    l->lost = 0;
+    l->max_hold = max_hold > 0 ? max_hold : 0;
+    if (l->max_hold > 0) {
+      l->hold_until = zkl_bootnow() + l->max_hold;
+      zkl_client_rearm(l->t.c);
+    }
+    zkl_client_kick(l->t.c);
+    ok = 1;
+  } else if (l->state == L_LINGER) {
+    lock_release_locked(l); /* not reusable: it goes now */
   }
   pthread_mutex_unlock(&l->t.c->mu);
   return ok;

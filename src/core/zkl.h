@@ -231,6 +231,12 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
  * creates `path` and deletes our node (0: not held, err); write_result,
  * once done: 1 with *version and *zxid (0 when it created the node), or
  * 0 with err (lock_lost: not written; connection_loss: maybe). */
+/* Lock caching (docs/design.md, section 4.13).  linger: end the hold but
+ * keep the node up to `seconds`, watching for contenders (1), or release
+ * it the plain way (0).  relock: hold the lingering node again, at once,
+ * with no request (1), or give it up (0: take a new attempt). */
+int zkl_lock_linger(zkl_lock *l, double seconds);
+int zkl_lock_relock(zkl_lock *l, double max_hold);
 int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
 int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
                          int64_t *version, zkl_error *err);

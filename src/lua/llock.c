@@ -155,6 +155,25 @@ static int llock_write_result(lua_State *L) {
   return 2;
 }
 
+/* attempt:linger(seconds) -> true (the node lingers) | false (released) */
+static int llock_linger(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  double s = luaL_checknumber(L, 2);
+  luaL_argcheck(L, s > 0 && s < 1e9, 2, "linger must be seconds > 0");
+  lua_pushboolean(L, zkl_lock_linger(l, s));
+  return 1;
+}
+
+/* attempt:relock([max_hold]) -> true (held again, no request) | false */
+static int llock_relock(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  double max_hold = luaL_optnumber(L, 2, 0);
+  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
+                "max_hold must be a number of seconds >= 0");
+  lua_pushboolean(L, zkl_lock_relock(l, max_hold));
+  return 1;
+}
+
 /* attempt:notify_held(): queue a "held" event when it comes to hold */
 static int llock_notify_held(lua_State *L) {
   zkl_lock_notify_held(llock_check(L));
@@ -244,6 +263,8 @@ void zkl_open_lock(lua_State *L) {
     { "revocable", llock_revocable },
     { "notify_held", llock_notify_held },
     { "read_with", llock_read_with },
+    { "linger", llock_linger },
+    { "relock", llock_relock },
     { "read_result", llock_read_result },
     { "release_write", llock_release_write },
     { "write_result", llock_write_result },
