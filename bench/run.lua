@@ -65,6 +65,48 @@ local ok, err = pcall(function()
   local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
   print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
     :format(w1rate / (floor.ops / floor.secs)))
+  -- lock caching (linger): the same cycle on a lock whose released node
+  -- lingers: no request at all while nobody else asks
+  do
+    local ml = zk:mutex("/bench/w1c", { linger = 600 })
+    assert(ml:acquire()); ml:release()
+    local n, lat = CYCLES * 10, {}
+    local r0 = zk:stats().requests
+    local t0 = core.now()
+    for i = 1, n do
+      local a = core.now()
+      assert(ml:acquire())
+      ml:release()
+      lat[i] = core.now() - a
+    end
+    local rate = line("zklock.mutex.cached", n, core.now() - t0, lat)
+    print(("ratio zklock.mutex.cached/floor.create_delete=%.1f " ..
+      "requests_per_cycle=%.3f"):format(rate / (floor.ops / floor.secs),
+      (zk:stats().requests - r0) / n))
+    -- what a contender pays: an acquire by another session against the
+    -- lingering node (our watch sees it, our node goes, its wake-up), and
+    -- against a free lock, alternating
+    local other = assert(zklock.connect(hosts))
+    local om = other:mutex("/bench/w1c")
+    local vs, free = {}, {}
+    for i = 1, 200 do
+      assert(ml:acquire()); ml:release() -- lingers again
+      local a = core.now()
+      assert(om:acquire(10))
+      vs[i] = core.now() - a
+      om:release()
+      a = core.now()
+      assert(om:acquire(10))
+      free[i] = core.now() - a
+      om:release()
+    end
+    print(("zklock.mutex.cached.contender ops=200 acquire_p50_us=%.0f " ..
+      "acquire_p99_us=%.0f free_lock_p50_us=%.0f free_lock_p99_us=%.0f")
+      :format(pct(vs, 0.5) * 1e6, pct(vs, 0.99) * 1e6, pct(free, 0.5) * 1e6,
+        pct(free, 0.99) * 1e6))
+    other:close()
+  end
+
   -- what zklock.metrics adds to a cycle: one acquire and one release
   -- recorded (docs/performance.md), beside the W1 cycle it rides on
   do
