@@ -65,6 +65,48 @@ local ok, err = pcall(function()
   local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
   print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
     :format(w1rate / (floor.ops / floor.secs)))
+  -- lock caching (linger): the same cycle on a lock whose released node
+  -- lingers: no request at all while nobody else asks
+  do
+    local ml = zk:mutex("/bench/w1c", { linger = 600 })
+    assert(ml:acquire()); ml:release()
+    local n, lat = CYCLES * 10, {}
+    local r0 = zk:stats().requests
+    local t0 = core.now()
+    for i = 1, n do
+      local a = core.now()
+      assert(ml:acquire())
+      ml:release()
+      lat[i] = core.now() - a
+    end
+    local rate = line("zklock.mutex.cached", n, core.now() - t0, lat)
+    print(("ratio zklock.mutex.cached/floor.create_delete=%.1f " ..
+      "requests_per_cycle=%.3f"):format(rate / (floor.ops / floor.secs),
+      (zk:stats().requests - r0) / n))
+    -- what a contender pays: an acquire by another session against the
+    -- lingering node (our watch sees it, our node goes, its wake-up), and
+    -- against a free lock, alternating
+    local other = assert(zklock.connect(hosts))
+    local om = other:mutex("/bench/w1c")
+    local vs, free = {}, {}
+    for i = 1, 200 do
+      assert(ml:acquire()); ml:release() -- lingers again
+      local a = core.now()
+      assert(om:acquire(10))
+      vs[i] = core.now() - a
+      om:release()
+      a = core.now()
+      assert(om:acquire(10))
+      free[i] = core.now() - a
+      om:release()
+    end
+    print(("zklock.mutex.cached.contender ops=200 acquire_p50_us=%.0f " ..
+      "acquire_p99_us=%.0f free_lock_p50_us=%.0f free_lock_p99_us=%.0f")
+      :format(pct(vs, 0.5) * 1e6, pct(vs, 0.99) * 1e6, pct(free, 0.5) * 1e6,
+        pct(free, 0.99) * 1e6))
+    other:close()
+  end
+
   -- what zklock.metrics adds to a cycle: one acquire and one release
   -- recorded (docs/performance.md), beside the W1 cycle it rides on
   do
@@ -91,6 +133,20 @@ local ok, err = pcall(function()
     if curator then
       print(("ratio zklock.mutex.uncontended/curator.mutex.uncontended=%.2f " ..
         "(target >= 1.5)"):format(w1rate / curator))
+    end
+  end
+
+  local KAZOO = "/usr/bin/python3 spec/peers/kazoo_peer.py" -- (Debian's)
+  do -- kazoo's Lock, same server, same run
+    local fh = assert(io.popen(("%s bench %s /bench/kw1 %d 2>&1"):format(
+      KAZOO, hosts, CYCLES)))
+    local out = fh:read("*a")
+    fh:close()
+    io.write(out)
+    local kazoo = tonumber(out:match("kazoo%.mutex%.uncontended.-ops_per_s=(%S+)"))
+    if kazoo then
+      print(("ratio zklock.mutex.uncontended/kazoo.mutex.uncontended=%.2f")
+        :format(w1rate / kazoo))
     end
   end
 
@@ -140,6 +196,56 @@ local ok, err = pcall(function()
     print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
       :format(z / cur))
   end
+  local kz = c8("kazoo.mutex.c8", function(gate, out)
+    return ("%s bench %s /bench/kc8 %d %s %s"):format(KAZOO, hosts, M, gate,
+      out)
+  end)
+  print(("ratio zklock.mutex.c8/kazoo.mutex.c8=%.2f"):format(z / kz))
+  print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.4)")
+    :format(z / (floor.ops / floor.secs)))
+
+  -- guarded: C processes adding one to a counter node under the mutex,
+  -- plain (acquire, get, set, release) and pipelined (the read with the
+  -- acquire, the write with the release), and Curator (InterProcessMutex,
+  -- getData, setData); the counter must end exact in each
+  local function guarded(name, node, command)
+    local check = assert(zklock.connect(hosts))
+    local before = tonumber((check:get(node))) or 0
+    local rate = c8(name, command)
+    local after = tonumber((check:get(node))) or 0
+    check:close()
+    -- (each zklock worker adds one more before the gate: its warm-up)
+    local expect = C * M + (name:find("^zklock") and C or 0)
+    assert(after - before == expect, ("%s: the counter went from %d to %d, " ..
+      "not by %d"):format(name, before, after, expect))
+    return rate
+  end
+  local gp = guarded("zklock.guarded.plain", "/bench/gnode-p",
+    function(gate, out)
+      return ("%s bench/guarded_worker.lua %s /bench/gp /bench/gnode-p %d " ..
+        "%s %s plain"):format(lua, hosts, M, gate, out)
+    end)
+  local gq = guarded("zklock.guarded.pipelined", "/bench/gnode-q",
+    function(gate, out)
+      return ("%s bench/guarded_worker.lua %s /bench/gq /bench/gnode-q %d " ..
+        "%s %s pipelined"):format(lua, hosts, M, gate, out)
+    end)
+  print(("ratio zklock.guarded.pipelined/zklock.guarded.plain=%.2f " ..
+    "(target >= 2)"):format(gq / gp))
+  if JAVA_CP then
+    local gc = guarded("curator.guarded", "/bench/gnode-c",
+      function(gate, out)
+        return ("java -cp %s CuratorPeer guarded %s /bench/gc /bench/gnode-c " ..
+          "%d %s %s"):format(JAVA_CP, hosts, M, gate, out)
+      end)
+    print(("ratio zklock.guarded.pipelined/curator.guarded=%.2f " ..
+      "(target >= 3)"):format(gq / gc))
+  end
+  local gk = guarded("kazoo.guarded", "/bench/gnode-k", function(gate, out)
+    return ("%s guarded %s /bench/gk /bench/gnode-k %d %s %s"):format(KAZOO,
+      hosts, M, gate, out)
+  end)
+  print(("ratio zklock.guarded.pipelined/kazoo.guarded=%.2f"):format(gq / gk))
 
   -- semaphores (Curator InterProcessSemaphoreV2's protocol on both sides):
   -- one client's lease cycle, then C contenders for LEASES leases
@@ -183,6 +289,42 @@ local ok, err = pcall(function()
 
   -- leadership failover, after close() and after SIGKILL (bench/failover.lua)
   dofile("bench/failover.lua")(hosts, JAVA_CP, line, TMP)
+
+  -- herd: 1,000 waiters on one mutex, in one process (cooperative
+  -- coroutines on one session); per release, the watch notifications the
+  -- session got, and the server's watch count (wchs) with all queued
+  dofile("bench/herd.lua")(hosts, srv)
 end)
 srv:close()
+assert(ok, err)
+
+-- W5: memory over 10^5 and 10^6 cycles, one process per runtime.  A server
+-- of its own, without fsync (forceSync=no): the client's memory does not
+-- depend on the disk, and 10^6 fsynced cycles would take 20 minutes.
+local W5 = os.getenv("BENCH_W5_CYCLES") or "100000 1000000"
+local fast = testing.server({ tick_time = 2000,
+  config = { forceSync = "no" } })
+ok, err = pcall(function()
+  for _, rt in ipairs { { "lua5.4", "./build/lua5.4/?.so" },
+      { "luajit", "./build/luajit/?.so" } } do
+    local t0 = core.now()
+    local fh = assert(io.popen(("LUA_CPATH='%s;;' %s bench/w5_worker.lua " ..
+      "%s %s"):format(rt[2], rt[1], fast.connect_string, W5)))
+    local first, last, n
+    for l in fh:lines() do
+      local c, rss, heap = l:match("cycles=(%d+) rss_kb=(%d+) lua_kb=(%d+)")
+      if c then
+        c, rss, heap = tonumber(c), tonumber(rss), tonumber(heap)
+        print(("w5.%s cycles=%d rss_kb=%d lua_heap_kb=%d"):format(rt[1], c,
+          rss, heap))
+        first = first or rss
+        last, n = rss, c
+      end
+    end
+    assert(fh:close(), "w5 worker failed")
+    print(("w5.%s rss_growth_kb=%d over %d cycles (%.1f s)"):format(rt[1],
+      last - first, n - 10000, core.now() - t0))
+  end
+end)
+fast:close()
 assert(ok, err)

@@ -2,6 +2,9 @@
 -- examples/nginx under wrk, 100 connections, against one fresh ZooKeeper.
 --   w4 ...           /buy on one instance with 2 workers: requests/s, p99,
 --                    and the oversell count (must be 0)
+--   w4.buy_plain ... /buy_plain, same load: the same purchase as acquire,
+--                    get, set, release (/buy reads with the acquire and
+--                    writes with the release)
 --   w4.unlocked ...  /buy_unlocked, same load: the oversell the lock stops
 --   w4.handoff.*     one worker, /buy_timed: the gap from one holder's
 --                    release to the next holder's acquire returning, and
@@ -125,7 +128,10 @@ local ok, err = pcall(function()
   end
 
   local a = N.start { hosts = srv.connect_string, workers = 2 }
-  run("w4.buy", a, "/buy")
+  local buy = run("w4.buy", a, "/buy")
+  local plain = run("w4.buy_plain", a, "/buy_plain")
+  print(("ratio w4.buy/w4.buy_plain=%.2f (target >= 2)"):format(
+    buy.rps / plain.rps))
   run("w4.buy_unlocked", a, "/buy_unlocked")
   a:stop()
 
@@ -145,8 +151,16 @@ local ok, err = pcall(function()
   end
   -- thousands of requests queued on one lock, in one worker, on one
   -- session, while /ping is timed
-  local QUEUE = tonumber(os.getenv("BENCH_W4_QUEUE")) or 2000
-  local c = N.start { hosts = srv.connect_string, workers = 1, extra = HOLD }
+  local QUEUE = tonumber(os.getenv("BENCH_W4_QUEUE")) or 10000
+  local c = N.start { hosts = srv.connect_string, workers = 1, extra = HOLD,
+    worker_connections = QUEUE + 1000,
+    main = "worker_rlimit_nofile " .. (2 * QUEUE + 2000) .. ";" }
+  local function worker_rss_kb()
+    local fh = io.open("/proc/" .. c:workers()[1] .. "/status")
+    local kb = fh and tonumber(fh:read("*a"):match("VmRSS:%s*(%d+)"))
+    if fh then fh:close() end
+    return kb or 0
+  end
   assert(c:get("/reset?n=30") == 200)
   local release = zk:barrier("/bench/release")
   assert(release:set())
@@ -157,6 +171,7 @@ local ok, err = pcall(function()
   while queued() < 1 do
     assert(core.now() < deadline, "the hold never came"); tcore.sleep(0.05)
   end
+  local rss0 = worker_rss_kb()
   local batches = {}
   for i = 1, QUEUE, 250 do -- (curl runs at most 300 transfers at once)
     local urls = {}
@@ -167,8 +182,9 @@ local ok, err = pcall(function()
   while queued() < QUEUE + 1 do
     assert(core.now() < deadline, "requests never all queued"); tcore.sleep(0.1)
   end
+  local rss1 = worker_rss_kb()
   local pings = {}
-  for i = 1, 20 do pings[i] = select(3, c:get("/ping")) end
+  for i = 1, 100 do pings[i] = select(3, c:get("/ping")) end
   table.sort(pings)
   local t0 = core.now()
   assert(release:remove())
@@ -179,10 +195,11 @@ local ok, err = pcall(function()
   local drained = core.now() - t0
   holder(150)
   local _, left = c:get("/stock")
-  print(("w4.queue waiters=%d one_worker=1 ping_p50_ms=%.1f ping_max_ms=%.1f " ..
-    "drained_s=%.1f bought=%d sold_out=%d stock_left=%s"):format(QUEUE,
-    pings[10] * 1e3, pings[20] * 1e3, drained, count[200] or 0,
-    count[409] or 0, left))
+  print(("w4.queue waiters=%d one_worker=1 ping_p50_ms=%.1f ping_p99_ms=%.1f " ..
+    "ping_max_ms=%.1f drained_s=%.1f bought=%d sold_out=%d stock_left=%s " ..
+    "worker_rss_growth_bytes_per_waiter=%.0f"):format(QUEUE,
+    pings[50] * 1e3, pings[99] * 1e3, pings[100] * 1e3, drained,
+    count[200] or 0, count[409] or 0, left, (rss1 - rss0) * 1024 / QUEUE))
   c:stop()
   zk:close()
 end)

@@ -1,29 +1,26 @@
 -- The order-number generator: 30 workers, each its own process, take order
--- numbers from one shared counter under a zklock mutex.  No number is
--- handed out twice.
+-- numbers from one shared counter, a ZooKeeper node, under a zklock mutex.
+-- No number is handed out twice.
 --
 --   lua5.4 examples/order_numbers.lua HOSTS [workers] [orders_each]
 local zklock = require "zklock"
 local core = require "zklock.core"
 
-local hosts, workers, each, role, file, out = ...
+local hosts, workers, each, role, node, out = ...
 workers = tonumber(workers) or 30
 each = tonumber(each) or 5
 
 if role == "worker" then
   local zk = assert(zklock.connect(hosts))
-  local m = zk:mutex("/examples/order-numbers")
+  local m = zk:mutex("/examples/order-numbers-lock")
   local mine = {}
   for _ = 1, each do
-    mine[#mine + 1] = zklock.with_lock(m, 60, function()
-      local fh = assert(io.open(file))
-      local n = tonumber(fh:read("*a")) + 1
-      fh:close()
-      fh = assert(io.open(file, "w"))
-      fh:write(n)
-      fh:close()
-      return ("ORD-%06d"):format(n)
-    end)
+    -- the counter is read with the acquire and written with the release
+    mine[#mine + 1] = assert(zklock.with_lock(m,
+      { timeout = 60, update = node }, function(data)
+        local n = (tonumber(data) or 0) + 1
+        return tostring(n), ("ORD-%06d"):format(n)
+      end))
   end
   local fh = assert(io.open(out, "a"))
   fh:write(table.concat(mine, "\n"), "\n")
@@ -34,15 +31,16 @@ end
 
 assert(hosts, "usage: order_numbers.lua HOSTS [workers] [orders_each]")
 local dir = os.getenv("TMPDIR") or "/tmp"
-file = ("%s/zklock-orders-%d"):format(dir, core.pid())
-out = file .. ".out"
-local fh = assert(io.open(file, "w")); fh:write("0"); fh:close()
-fh = assert(io.open(out, "w")); fh:close()
+node = ("/examples/order-numbers-%d"):format(core.pid())
+out = ("%s/zklock-orders-%d.out"):format(dir, core.pid())
+local zk = assert(zklock.connect(hosts))
+assert(zk:set(node, "0"))
+local fh = assert(io.open(out, "w")); fh:close()
 local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
 local cmds = {}
 for i = 1, workers do
   cmds[i] = ("%s %s %s %d %d worker %s %s"):format(lua, arg[0], hosts,
-    workers, each, file, out)
+    workers, each, node, out)
 end
 assert(os.execute(table.concat(cmds, " & ") .. " & wait"))
 local seen, dups, n = {}, 0, 0
@@ -51,7 +49,7 @@ for id in io.lines(out) do
   if seen[id] then dups = dups + 1 end
   seen[id] = true
 end
-os.remove(file)
+zk:close()
 os.remove(out)
 print(("%d workers made %d order numbers: %d duplicates"):format(workers, n,
   dups))

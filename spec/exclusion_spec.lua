@@ -4,8 +4,9 @@ local H = require "spec.helpers"
 
 local WORKERS, CYCLES = 4, 200
 
--- Run the counter workers; return the final count and the number of
--- overlapping pairs among all logged intervals.
+-- Run the counter workers (mode: one for all, or a list, one per worker);
+-- return the final count and the number of overlapping pairs among all
+-- logged intervals.
 local function run_checker(srv, mode)
   local path = H.path("excl")
   local file = H.tmpname("counter")
@@ -15,7 +16,7 @@ local function run_checker(srv, mode)
   for i = 1, WORKERS do
     logs[i] = H.tmpname("log")
     procs[i] = H.spawn("spec/workers/counter.lua", srv.connect_string, path,
-      file, logs[i], CYCLES, mode, gate)
+      file, logs[i], CYCLES, type(mode) == "table" and mode[i] or mode, gate)
   end
   H.write(gate, "go")
   for i, p in ipairs(procs) do
@@ -66,6 +67,19 @@ describe("mutual exclusion across processes", function()
     assert.equal(0, overlaps)
     assert.equal(WORKERS * CYCLES, count)
     local zk = H.connect(srv)
+    assert.same({}, H.lock_nodes(zk, "/zklock-spec"))
+    zk:close()
+  end)
+
+  it(("%d processes x %d cycles, two whose released nodes linger (lock " ..
+      "caching) and two plain: exact count, no overlap")
+      :format(WORKERS, CYCLES), function()
+    local count, overlaps, n = run_checker(srv,
+      { "linger", "lock", "linger", "lock" })
+    assert.equal(WORKERS * CYCLES, n)
+    assert.equal(0, overlaps)
+    assert.equal(WORKERS * CYCLES, count)
+    local zk = H.connect(srv) -- (the lingering nodes went with their close)
     assert.same({}, H.lock_nodes(zk, "/zklock-spec"))
     zk:close()
   end)

@@ -386,6 +386,44 @@ function H.freeze_holder(srv, renew)
   return report
 end
 
+-- ---------------------------------------------------------------------------
+-- worker processes that start together behind a gate file
+
+--- Start one worker per entry of `jobs` ({ script, args... }, where the
+-- strings "$LOG" and "$GATE" are replaced), open the gate, wait for all
+-- (bounded), and return the text each logged.
+function H.run_workers(jobs, timeout)
+  local gate = H.tmpname("gate")
+  local procs, logs = {}, {}
+  for i, job in ipairs(jobs) do
+    logs[i] = H.tmpname("log")
+    local args = {}
+    for j = 2, #job do
+      local a = job[j]
+      if a == "$LOG" then a = logs[i] elseif a == "$GATE" then a = gate end
+      args[#args + 1] = a
+    end
+    procs[i] = H.spawn(job[1], (table.unpack or unpack)(args))
+  end
+  H.write(gate, "go")
+  local texts = {}
+  local ok, err = pcall(function()
+    for i, p in ipairs(procs) do
+      local status = p:wait(timeout or 60)
+      assert(status == 0, ("worker %d (%s) failed: %s"):format(i, jobs[i][1],
+        p:output()))
+    end
+  end)
+  for i, p in ipairs(procs) do
+    texts[i] = H.read(logs[i]) or ""
+    p:cleanup()
+    os.remove(logs[i])
+  end
+  os.remove(gate)
+  if not ok then error(err, 2) end
+  return texts
+end
+
 --- The Prometheus text `text` as the reference parser (Debian's
 -- python3-prometheus-client, spec/tools/prom_parse.py) reads it:
 -- "name{label=value,...}" -> { type =, value = }.  Fails if it refuses it.

@@ -171,7 +171,7 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
 
   -- sem: Curator InterProcessSemaphoreMutex and zklock's semaphore_mutex
   -- instead of the mutexes
-  local function run_counter(kind, n_peer, n_zkl, cycles, sem)
+  local function run_counter(kind, n_peer, n_zkl, cycles, sem, zmode)
     local path = H.path("interop-" .. kind)
     local file = H.tmpname("counter")
     H.write(file, "0")
@@ -190,7 +190,8 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
       local log = H.tmpname("log")
       list[#list + 1] = { who = "zklock", log = log,
         p = zkl_worker(i, "spec/workers/counter.lua", srv.connect_string,
-          path, file, log, cycles, sem and "semmutex" or "lock", gate) }
+          path, file, log, cycles, zmode or (sem and "semmutex" or "lock"),
+          gate) }
     end
     wait_connected(base, list)
     local t0 = now()
@@ -226,6 +227,18 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
       assert.is_true(r.cross > 0, "zklock and " .. kind .. " never alternated")
     end)
   end
+
+  -- lock caching: a zklock node that lingers after its release is an
+  -- ordinary lock node to Curator; its waiter is a contender to us
+  it("Curator InterProcessMutex and zklock mutexes whose nodes linger " ..
+      "(lock caching) exclude each other: 2+2 processes x 100 cycles, " ..
+      "exact count, no overlap", function()
+    local r = run_counter("curator", 2, 2, 100, false, "linger")
+    assert.equal(400, r.n)
+    assert.equal(0, r.overlaps)
+    assert.equal(400, r.count)
+    assert.is_true(r.cross > 0, "zklock and Curator never alternated")
+  end)
 
   -- Curator InterProcessSemaphoreV2's layout and protocol, shared
   it("Curator InterProcessSemaphoreMutex and zklock semaphore_mutex " ..

@@ -51,8 +51,9 @@ Instance.__index = Instance
 
 --- Start an instance and wait until it answers /ping.
 -- opts: hosts (ZooKeeper connect string), workers (2), port (a free one),
--- extra (server-level configuration text), http (http-level text),
--- conf (template, default examples/nginx/nginx.conf)
+-- extra (server-level configuration text), http (http-level text), main
+-- (main-level text), worker_connections (4096), conf (template, default
+-- examples/nginx/nginx.conf)
 function N.start(opts)
   seq = seq + 1
   local prefix = ("%s/zklock-nginx-%d-%d"):format(TMP, core.pid(), seq)
@@ -64,6 +65,10 @@ function N.start(opts)
   conf = conf:gsub("__ROOT__", ROOT):gsub("__PORT__", tostring(port))
     :gsub("__WORKERS__", tostring(opts.workers or 2))
     :gsub("__USER__", user)
+    :gsub("worker_connections %d+;", "worker_connections " ..
+      (opts.worker_connections or 4096) .. ";")
+    :gsub("(\nworker_processes [^\n]*\n)", "%1" ..
+      (opts.main or ""):gsub("%%", "%%%%") .. "\n")
     :gsub("(\nhttp {\n)", "%1" .. http:gsub("%%", "%%%%") .. "\n")
   -- make asan: nginx loads the AddressSanitizer build of the module
   local cpath = os.getenv("ZKLOCK_NGX_CPATH")

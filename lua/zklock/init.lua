@@ -213,17 +213,40 @@ local function finish(lock, ok, ...)
   return ...
 end
 
+-- with_lock's `update`: fn's first result is the node's new data (nil:
+-- unchanged), written with the release; the rest are returned
+local function finish_update(lock, path, ok, new, ...)
+  if not ok then
+    lock:release()
+    error(new, 0)
+  end
+  local released, msg, code
+  if new == nil then released, msg, code = lock:release()
+  else released, msg, code = lock:release({ write = path, data = new }) end
+  if not released then return nil, msg, code end
+  return ...
+end
+
 local function run(lock, timeout, opts, fn, ...)
-  local held, msg, code = lock:acquire(timeout, opts)
+  local update = opts and opts.update
+  local held, msg, code = lock:acquire(timeout, update and
+    { max_hold = opts.max_hold, read = update } or opts)
   if not held then return nil, msg, code end
+  if update then
+    -- msg, code: the guarded node's data and version (nil: no node)
+    return finish_update(lock, update, pcall(fn, msg, ...))
+  end
   return finish(lock, pcall(fn, ...))
 end
 
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
 -- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`, or
--- `zklock.with_lock(lock, { timeout =, max_hold = }, fn, ...)`; a hold
--- lost meanwhile (its max_hold ran out, say) makes it return nil, msg,
--- "lock_lost" after fn.
+-- `zklock.with_lock(lock, { timeout =, max_hold =, update = }, fn, ...)`;
+-- a hold lost meanwhile (its max_hold ran out, say) makes it return nil,
+-- msg, "lock_lost" after fn.  With `update = path`, the node is read with
+-- the acquire and `fn(data, ...)` gets its data (nil: no node); fn's first
+-- result, unless nil, is written to it with the release, fenced, in one
+-- request (docs/api.md), and with_lock returns fn's other results.
 -- @return fn's results, or nil, message, code when not acquired
 function M.with_lock(lock, a, ...)
   local mt = getmetatable(lock)
@@ -233,10 +256,16 @@ function M.with_lock(lock, a, ...)
   end
   if type(a) == "function" then return run(lock, nil, nil, a, ...) end
   local timeout, opts = a, nil
-  if type(a) == "table" then -- { timeout =, max_hold = }
+  if type(a) == "table" then -- { timeout =, max_hold =, update = }
     timeout, opts = a.timeout, a
     check_timeout(timeout, 2, "with_lock")
     L.check_opts(opts, 2, "with_lock")
+    if a.update ~= nil then
+      check_path(a.update, 2, "with_lock")
+      if a.read ~= nil then
+        argerror(2, "with_lock", "update reads the node already (read)")
+      end
+    end
   else
     check_timeout(a, 2, "with_lock")
   end

@@ -30,7 +30,7 @@ local session_leaving = R.session_leaving
 
 local Lock = {}
 Lock.__index = Lock
-local arm_callbacks, list_names, list_participants
+local arm_callbacks, list_names, list_participants, write_back
 
 local function fields(self, fname)
   return R.checked(self, Lock, fname, "lock")
@@ -50,8 +50,8 @@ local function owner_data(client)
   return ("zklock %s pid %d"):format(HOST, core.pid())
 end
 
--- opts (argument n of fname): nil or { max_hold = seconds > 0 }; returns
--- its max_hold.
+-- opts (argument n of fname): nil or { max_hold = seconds > 0,
+-- read = path }; returns its max_hold and read.
 local function check_opts(opts, n, fname)
   if opts == nil then return nil end
   if type(opts) ~= "table" then
@@ -61,7 +61,8 @@ local function check_opts(opts, n, fname)
   if mh ~= nil and (type(mh) ~= "number" or not (mh > 0 and mh < 1e9)) then
     argerror(n, fname, "max_hold must be a number of seconds > 0")
   end
-  return mh
+  if opts.read ~= nil then check_path(opts.read, n, fname) end
+  return mh, opts.read
 end
 L.check_opts = check_opts
 
@@ -71,6 +72,17 @@ local function new_lock(client, path, fname, kind, opts, n)
   end
   check_path(path, 1, fname)
   local max_hold = check_opts(opts, n or 2, fname)
+  local linger = opts and opts.linger
+  if linger ~= nil then
+    if type(linger) ~= "number" or not (linger > 0 and linger < 1e9) then
+      argerror(n or 2, fname, "linger must be a number of seconds > 0")
+    end
+    if kind.kind == "lease" then
+      argerror(n or 2, fname, "a semaphore does not linger (linger): " ..
+        "see docs/api.md, lock caching")
+    end
+    if kind.kind == "read" then linger = nil end -- (the write lock's only)
+  end
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
@@ -78,7 +90,7 @@ local function new_lock(client, path, fname, kind, opts, n)
     client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
-    single = kind.single, max_hold = max_hold,
+    single = kind.single, max_hold = max_hold, linger = linger,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
   })
 end
@@ -178,10 +190,11 @@ end
 
 -- Take a node in the queue of f's directory and wait to hold it.  Returns
 -- the held attempt, or nil, msg, code once the node is gone again.
-local function take_node(f, timeout, ignore, max_hold)
+local function take_node(f, timeout, ignore, max_hold, read)
   local client = f.client
   local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(client),
     ignore, max_hold)
+  if read then att:read_with(read) end -- (rides behind the listing)
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews[client] then
     -- the timer thread is opening a new session: wait for it
@@ -229,15 +242,16 @@ end
 -- (zklock.metrics; weak: a hold never given back leaves nothing behind)
 local holds = setmetatable({}, WEAK_KEYS)
 
--- max_hold: seconds the hold may last (nil: f's default, if any)
-local function take(f, timeout, ignore, max_hold)
+-- max_hold: seconds the hold may last (nil: f's default, if any); read:
+-- a guarded node read with the acquire (not for leases)
+local function take(f, timeout, ignore, max_hold, read)
   max_hold = max_hold or f.max_hold
   local t0 = now()
   local att, msg, code
   if f.kind == "lease" then
     att, msg, code = take_lease(f, timeout, max_hold)
   else
-    att, msg, code = take_node(f, timeout, ignore, max_hold)
+    att, msg, code = take_node(f, timeout, ignore, max_hold, read)
   end
   local t1 = now()
   metrics.acquire_ended(f.client, f.metric, t1 - t0, code)
@@ -245,16 +259,22 @@ local function take(f, timeout, ignore, max_hold)
   return att, msg, code
 end
 
--- Give a held attempt's node back and wait for the server to confirm.
-local function give_back(client, att)
-  local held = att:held()
-  att:release()
+-- The hold of att ends (zklock.metrics): released, or found lost.
+local function hold_ended(client, att, held)
   local h = holds[att]
   if h then
     holds[att] = nil
     if held then metrics.released(client, h.kind, now() - h.since)
     else metrics.lost(client, h.kind) end
   end
+end
+
+-- Give a held attempt's node back and wait for the server to confirm.
+-- (held: whether it was held, when the caller knows it from before)
+local function give_back(client, att, held)
+  if held == nil then held = att:held() end
+  att:release()
+  hold_ended(client, att, held)
   if closed(client) then return nil, "client is closed", "closed" end
   await(client, att, grace(client))
   if not held then return nil, "lock lost", "lock_lost" end
@@ -270,15 +290,28 @@ end
 function Lock:acquire(timeout, opts)
   local f = fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
-  local max_hold = check_opts(opts, 2, "acquire")
+  local max_hold, read = check_opts(opts, 2, "acquire")
   local client = f.client
   local c, msg, code = closed(client)
   if c then return nil, msg, code end
+  if read and f.kind == "lease" then
+    argerror(2, "acquire", "a semaphore mutex reads nothing with its " ..
+      "acquire (read)")
+  end
   local co = f.single and f or me()
   local own = f.owners[co]
   if own and not f.single then
     if not own.att:held() then return nil, "lock lost", "lock_lost" end
     own.count = own.count + 1
+    if read then -- held already: a plain read, still under the lock
+      local data, version, rcode = call_op(client,
+        timeout or client:session_timeout(), "_get", read)
+      if data == nil and rcode and rcode ~= "no_node" then
+        own.count = own.count - 1
+        return nil, version, rcode
+      end
+      return self, data, data ~= nil and version or nil
+    end
     return self
   end
   local ignore
@@ -295,27 +328,81 @@ function Lock:acquire(timeout, opts)
   end
   local downgrade = ignore ~= nil
   local att
-  att, msg, code = take(f, timeout, ignore, max_hold)
+  local cached = f.lingering -- lock caching: the node we kept, if any
+  if cached then
+    f.lingering = nil
+    if cached:relock(max_hold or f.max_hold) then -- held, no request sent
+      att = cached
+      metrics.acquire_ended(client, f.metric, 0, nil)
+      holds[att] = { since = now(), kind = f.metric }
+      if read then -- (a plain get, under the lock)
+        local d, v, rcode = call_op(client,
+          timeout or client:session_timeout(), "_get", read)
+        if d == nil and rcode and rcode ~= "no_node" then
+          give_back(client, att)
+          return nil, v, rcode
+        end
+        own = { att = att, count = 1, downgrade = downgrade }
+        f.owners[co] = own
+        if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
+        if hooks.held then hooks.held(self, co) end
+        return self, d, d ~= nil and v or nil
+      end
+    end
+  end
+  if not att then
+    att, msg, code = take(f, timeout, ignore, max_hold, read)
+  end
   if not att then return nil, msg, code end
+  local data, version
+  if read and att ~= cached then
+    data, version, code = att:read_result()
+    if data == nil and code then -- a read refused (no auth...): let go
+      give_back(client, att)
+      return nil, version, code
+    end
+  end
   -- (nothing in `own` may refer to co: LuaJIT's weak keys are not
   -- ephemerons, and a hold of a coroutine that is gone must be collectable)
   own = { att = att, count = 1, downgrade = downgrade }
   f.owners[co] = own
   if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
+  if read then return self, data, version end
   return self
 end
 
 --- Release one level of the calling coroutine's hold; the last deletes the
 -- node.  Releasing a lock this coroutine does not hold raises an error.
 -- @return true, or nil, "lock lost", "lock_lost" when it was lost meanwhile
-function Lock:release()
+function Lock:release(opts)
   local f = fields(self, "release")
+  local write, data
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      argerror(1, "release", "table of options expected, got " .. type(opts))
+    end
+    write, data = opts.write, opts.data
+    if write ~= nil then
+      check_path(write, 1, "release")
+      check_data(f.client, data, 1, "release")
+    end
+  end
   local co = f.single and f or me()
   local own = f.owners[co]
   if not own then
     argerror(1, "release", f.name .. " " .. f.path ..
       " is not held by the calling coroutine")
+  end
+  local reader = f.kind == "write" and f.partner.owners[co]
+  if write and (own.count > 1 or (reader and reader.downgrade)) then
+    -- not the node's last word (or a downgrade keeps it): a fenced write,
+    -- then the plain release
+    local v, zxid, code = self:fenced_set(write, data)
+    local ok, msg, rcode = self:release()
+    if not v then return nil, zxid, code end
+    if not ok then return nil, msg, rcode end
+    return true, v, zxid
   end
   own.count = own.count - 1
   if own.count > 0 then return true end
@@ -323,7 +410,19 @@ function Lock:release()
   local reg = with_callbacks[f.client]
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
-  local reader = f.kind == "write" and f.partner.owners[co]
+  if write then return write_back(f.client, own.att, write, data) end
+  if f.linger and not f.lingering and not (reader and reader.downgrade) then
+    -- lock caching: the node stays until someone else wants it
+    local att = own.att
+    local held = att:held()
+    if held and att:linger(f.linger) then
+      hold_ended(f.client, att, true)
+      f.lingering = att
+      return true
+    end
+    -- not kept (contended, or lost): released the plain way
+    return give_back(f.client, att, held)
+  end
   if reader and reader.downgrade and not reader.keep then
     -- downgraded: our read node sorts after any writer that queued between
     -- it and our write node; such a writer would get the lock at once and
@@ -340,6 +439,27 @@ function Lock:release()
   local ok, msg, code = give_back(f.client, own.att)
   if own.keep then give_back(f.client, own.keep) end
   return ok, msg, code
+end
+
+-- Give att's node back in one multi-op with a write of `data` to `path`
+-- (docs/design.md, section 4.12).  A hold already known lost writes
+-- nothing.  @return true, version, zxid; or nil, msg, code
+write_back = function(client, att, path, data)
+  local held = att:held()
+  local ok, msg, code = held and att:release_write(path, data)
+  if not ok then
+    give_back(client, att)
+    if held then return nil, msg, code end
+    return nil, "lock lost: " .. path .. " not written", "lock_lost"
+  end
+  hold_ended(client, att, true)
+  if await(client, att, grace(client)) == "timeout" then
+    return nil, ("timeout: the write of %s with the release is not " ..
+      "confirmed yet: it may still be applied"):format(path), "timeout"
+  end
+  local version, zxid, wcode = att:write_result()
+  if version == nil then return nil, zxid, wcode end
+  return true, version, zxid
 end
 
 local function own_attempt(self, fname)

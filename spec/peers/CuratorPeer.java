@@ -160,6 +160,45 @@ public final class CuratorPeer {
     }
   }
 
+  // guarded HOSTS PATH NODE CYCLES GATEFILE OUTFILE: each cycle adds one to
+  // the counter in NODE under InterProcessMutex PATH (acquire, getData,
+  // setData, release); writes "start end" and one cycle latency per line
+  static void guarded(String[] a) throws Exception {
+    int cycles = Integer.parseInt(a[4]);
+    try (CuratorFramework c = connect(a[1])) {
+      InterProcessMutex m = new InterProcessMutex(c, a[2]);
+      String node = a[3];
+      acquireOrDie(m, a[2]);
+      if (c.checkExists().forPath(node) == null) {
+        try {
+          c.create().creatingParentContainersIfNeeded().forPath(node,
+              "0".getBytes(StandardCharsets.UTF_8));
+        } catch (org.apache.zookeeper.KeeperException.NodeExistsException e) {
+          // another peer made it first
+        }
+      }
+      m.release();
+      waitForFile(a[5], 60);
+      double[] lat = new double[cycles];
+      double t0 = now();
+      for (int i = 0; i < cycles; i++) {
+        double s = now();
+        acquireOrDie(m, a[2]);
+        byte[] d = c.getData().forPath(node);
+        long n = Long.parseLong(new String(d, StandardCharsets.UTF_8).trim());
+        c.setData().forPath(node,
+            Long.toString(n + 1).getBytes(StandardCharsets.UTF_8));
+        m.release();
+        lat[i] = now() - s;
+      }
+      double t1 = now();
+      StringBuilder out = new StringBuilder();
+      out.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
+      for (double v : lat) out.append(String.format(Locale.ROOT, "%.6f\n", v));
+      Files.write(Paths.get(a[6]), out.toString().getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
   static Lease leaseOrDie(InterProcessSemaphoreV2 s, String what)
       throws Exception {
     Lease l = s.acquire(ACQUIRE_S, TimeUnit.SECONDS);
@@ -409,6 +448,10 @@ public final class CuratorPeer {
       case "sem":
         need(a, 8, "sem HOSTS PATH MAXLEASES LOGFILE CYCLES HOLDMS GATEFILE");
         sem(a);
+        break;
+      case "guarded":
+        need(a, 7, "guarded HOSTS PATH NODE CYCLES GATEFILE OUTFILE");
+        guarded(a);
         break;
       case "sembench":
         need(a, 5, "sembench HOSTS PATH MAXLEASES CYCLES [GATEFILE OUTFILE]");

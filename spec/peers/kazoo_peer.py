@@ -3,6 +3,8 @@
 
   counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE
   hold HOSTS PATH READYFILE [RELEASEFILE]
+  bench HOSTS PATH CYCLES [GATEFILE OUTFILE]     (make bench: kazoo's own Lock)
+  guarded HOSTS PATH NODE CYCLES GATEFILE OUTFILE (make bench)
 
 The lock is kazoo.recipe.lock.Lock with extra_lock_patterns=["-lock-"], so
 it orders zklock's (Curator-named) nodes along with its own "__lock__"
@@ -109,6 +111,73 @@ def hold(hosts, path, ready, release=None):
         client.close()
 
 
+def write_bench(out, t0, t1, lat):
+    with open(out, "w") as fh:
+        fh.write("%.6f %.6f\n" % (t0, t1))
+        for v in lat:
+            fh.write("%.6f\n" % v)
+
+
+def bench(hosts, path, cycles, gate=None, out=None):
+    """kazoo's own Lock (plain kazoo nodes): acquire+release cycles.  Alone:
+    one line like bench/run.lua's; with GATE and OUT: c8's worker file."""
+    cycles = int(cycles)
+    client = connect(hosts)
+    lock = Lock(client, path)
+    for _ in range(50):
+        acquire_or_die(lock, path)
+        lock.release()
+    if gate:
+        wait_for_file(gate, 60)
+    lat = []
+    t0 = time.monotonic()
+    for _ in range(cycles):
+        s = time.monotonic()
+        acquire_or_die(lock, path)
+        if gate:
+            lat.append(time.monotonic() - s)
+        lock.release()
+        if not gate:
+            lat.append(time.monotonic() - s)
+    t1 = time.monotonic()
+    client.stop()
+    client.close()
+    if gate:
+        write_bench(out, t0, t1, lat)
+        return
+    lat.sort()
+    print("kazoo.mutex.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f "
+          "p99_us=%.0f" % (cycles, cycles / (t1 - t0), lat[cycles // 2] * 1e6,
+                           lat[min(cycles - 1, int(cycles * 0.99))] * 1e6))
+
+
+def guarded(hosts, path, node, cycles, gate, out):
+    """Add one to the counter in NODE per cycle under kazoo's Lock:
+    acquire, get, set, release."""
+    cycles = int(cycles)
+    client = connect(hosts)
+    lock = Lock(client, path)
+    acquire_or_die(lock, path)
+    client.ensure_path(node)
+    if not client.get(node)[0]:
+        client.set(node, b"0")
+    lock.release()
+    wait_for_file(gate, 60)
+    lat = []
+    t0 = time.monotonic()
+    for _ in range(cycles):
+        s = time.monotonic()
+        acquire_or_die(lock, path)
+        n = int(client.get(node)[0] or b"0")
+        client.set(node, str(n + 1).encode())
+        lock.release()
+        lat.append(time.monotonic() - s)
+    t1 = time.monotonic()
+    client.stop()
+    client.close()
+    write_bench(out, t0, t1, lat)
+
+
 def main(argv):
     logging.basicConfig(level=logging.WARNING)
     cmd = argv[1] if len(argv) > 1 else ""
@@ -116,11 +185,17 @@ def main(argv):
         counter(*argv[2:])
     elif cmd == "hold" and len(argv) in (5, 6):
         hold(*argv[2:])
+    elif cmd == "bench" and len(argv) in (5, 7):
+        bench(*argv[2:])
+    elif cmd == "guarded" and len(argv) == 8:
+        guarded(*argv[2:])
     elif cmd == "now":
         print("%.6f" % time.monotonic())
     else:
         fail(1, "usage: counter HOSTS PATH COUNTERFILE LOGFILE CYCLES GATEFILE"
-             " | hold HOSTS PATH READYFILE [RELEASEFILE]")
+             " | hold HOSTS PATH READYFILE [RELEASEFILE]"
+             " | bench HOSTS PATH CYCLES [GATEFILE OUTFILE]"
+             " | guarded HOSTS PATH NODE CYCLES GATEFILE OUTFILE")
 
 
 if __name__ == "__main__":

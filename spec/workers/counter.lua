@@ -1,7 +1,8 @@
 -- Exclusion checker worker:
 -- `counter.lua hosts path file log cycles mode gate`.
--- Each cycle takes the lock (mode "lock": a mutex; "semmutex": a semaphore
--- mutex) or not ("bypass"), reads the
+-- Each cycle takes the lock (mode "lock": a mutex; "linger": a mutex whose
+-- released node lingers, lock caching; "semmutex": a semaphore mutex) or
+-- not ("bypass"), reads the
 -- shared counter file, pauses, writes it back plus one, and logs the
 -- interval "<start> <end>" it spent inside (monotonic, system-wide).
 local zklock = require "zklock"
@@ -12,7 +13,8 @@ local hosts, path, file, logfile, cycles, mode, gate = ...
 cycles = tonumber(cycles)
 
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
-local m = mode == "semmutex" and zk:semaphore_mutex(path) or zk:mutex(path)
+local m = mode == "semmutex" and zk:semaphore_mutex(path)
+  or zk:mutex(path, mode == "linger" and { linger = 30 } or nil)
 local log = assert(io.open(logfile, "w"))
 W.wait_gate(gate) -- start together
 for _ = 1, cycles do

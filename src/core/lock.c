@@ -31,6 +31,10 @@ void lock_delete(zkl_lock *l);
 void lock_free(zkl_task *t) {
   zkl_lock *l = LOCK(t);
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
+  if (l->g) {
+    free(l->g->rpath); free(l->g->rdata); free(l->g->wpath);
+    free(l->g->wdata); free(l->g);
+  }
   free(l);
 }
 
@@ -64,6 +68,16 @@ void lock_lost_event(zkl_lock *l) {
 void lock_finish(zkl_task *t, int rc, const char *what_) {
   zkl_lock *l = LOCK(t);
   char what[256]; /* what_ may be l->node or the watch, freed below */
+  if (l->g && l->g->wparents && l->state == L_DELETING && l->node &&
+      !zkl_is_gone(rc)) {
+    /* the guarded node's parents could not be made: not written, and our
+     * node still goes */
+    l->g->wparents = 0;
+    l->g->wdone = 1;
+    l->g->wrc = rc;
+    lock_delete(l);
+    return;
+  }
   snprintf(what, sizeof what, "%s", what_ ? what_ : "");
   if (zkl_is_gone(rc)) lock_set_node(l, NULL);
   if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
@@ -91,7 +105,15 @@ static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
 
 /* ---- create, parents, list ---------------------------------------------- */
 
-void lock_parents_made(zkl_task *t) { lock_create(LOCK(t)); }
+void lock_parents_made(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  if (l->g && l->g->wparents) { /* the guarded node's, for the write */
+    l->g->wparents = 0;
+    lock_write(l);
+  } else {
+    lock_create(l);
+  }
+}
 
 void lock_parents(zkl_lock *l) {
   l->state = L_PARENTS;
@@ -146,6 +168,24 @@ void lock_create(zkl_lock *l) {
   lock_list(l);
 }
 
+/* The watched predecessor was deleted.  If it was the only node ahead
+ * that counted, we hold now: nobody can have queued ahead of us since, and
+ * our own node is still there, or the self watch, sent before the
+ * predecessor's, would have said otherwise first (replies and events of
+ * one session arrive in order).  Else list again.  (docs/design.md,
+ * section 4.4) */
+static void lock_hold(zkl_lock *l);
+
+void lock_blocker_gone(zkl_lock *l) {
+  if (l->sole && l->kind != ZKL_KIND_LEASE && l->node &&
+      l->self_armed == l->self_gen) {
+    l->sole = 0;
+    lock_hold(l);
+  } else {
+    lock_list(l);
+  }
+}
+
 static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
                         const void *data) {
   zkl_req *r;
@@ -155,7 +195,7 @@ static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
     if (rc == ZOK) {
       /* watch set: wait for the predecessor to go */
     } else if (rc == ZNONODE) {
-      lock_list(l); /* gone already */
+      lock_blocker_gone(l); /* gone already */
     } else {
       zkl_task_trouble(&l->t, rc, l->t.watch);
     }
@@ -173,6 +213,11 @@ static const char REVOKE[] = "__REVOKE__";
  * expiry); a queued attempt queues again with a new node (within the
  * caller's deadline).  (docs/design.md, section 4.5) */
 void lock_node_gone(zkl_lock *l) {
+  if (l->state == L_LINGER) { /* nobody held it: nothing lost */
+    lock_set_node(l, NULL);
+    lock_release_locked(l);
+    return;
+  }
   if (l->state == L_HELD) {
     lock_lost_event(l);
     lock_set_node(l, NULL);
@@ -197,7 +242,11 @@ static void lock_self_cb(int rc, const char *v, int vlen,
     if (rc == ZOK) {
       /* once per request: a re-read (reconnect) of the same data version
        * is not a new one */
-      if (l->state == L_HELD && l->revocable && v && st &&
+      if (l->state == L_LINGER && v && vlen == (int)sizeof REVOKE - 1 &&
+          memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
+        l->contended = 1; /* someone asks for it: it goes */
+        lock_release_locked(l);
+      } else if (l->state == L_HELD && l->revocable && v && st &&
           st->version != l->revoke_version &&
           vlen == (int)sizeof REVOKE - 1 &&
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
@@ -252,7 +301,15 @@ static void lock_hold(zkl_lock *l) {
     if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full);
     free(full);
   }
-  zkl_task_notify(&l->t);
+  if (l->g && l->g->rpath) {
+    /* the acquirer is told once the guarded read is back: it rode behind
+     * the listing that made us holder, or goes now (a sole predecessor's
+     * deletion made us holder without a listing) */
+    l->g->rpending = 1;
+    if (l->g->rflight != l->t.epoch) lock_read_send(l);
+  } else {
+    zkl_task_notify(&l->t);
+  }
   /* (not sent yet for this node, or revocable: its data is read again) */
   if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
 }
@@ -325,6 +382,8 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
     int rc;
     zkl_task_set_watch(&l->t, zkl_join(l->t.path, e[b].name));
     l->state = L_WATCHING;
+    l->sole = zkl_names_sole_blocker(l->kind, l->max_leases, e, idx, b,
+                                     l->ignore);
     if (l->self_gen != l->self_armed) lock_watch_self(l);
     r = lock_req(l, R_GET);
     rc = r && l->t.watch ? zoo_aget(l->t.c->zh, l->t.watch, 1, lock_get_cb, r)
@@ -423,8 +482,91 @@ void lock_list(zkl_lock *l) {
   r = lock_req(l, R_LIST);
   rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 0, lock_list_cb, r)
          : ZSYSTEMERROR;
-  if (lock_sent(l, r, rc, l->t.path) && l->state == L_CREATING)
-    l->list_piped = 1;
+  if (!lock_sent(l, r, rc, l->t.path)) return;
+  if (l->state == L_CREATING) l->list_piped = 1;
+  /* the guarded read rides right behind: valid if this listing makes us
+   * holder (section 4.12) */
+  if (l->g && l->g->rpath) lock_read_send(l);
+}
+
+/* ---- the guarded node: read with the acquire ---------------------------- */
+
+static void lock_read_cb(int rc, const char *v, int vlen,
+                         const struct Stat *st, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  lock_guard *g = l ? l->g : NULL;
+  if (g) {
+    g->rflight = -1;
+    if (l->state == L_HELD && g->rpending && !zkl_is_cut(rc)) {
+      /* sent after the listing (or the deletion) that made us holder:
+       * what it read was there while we held */
+      free(g->rdata);
+      g->rdata = NULL;
+      g->rlen = 0;
+      g->rrc = rc;
+      if (rc == ZOK && st) g->rstat = *st;
+      if (rc == ZOK && v && vlen > 0) {
+        g->rdata = malloc((size_t)vlen);
+        if (g->rdata) { memcpy(g->rdata, v, (size_t)vlen); g->rlen = vlen; }
+        else g->rrc = ZSYSTEMERROR;
+      }
+      g->rpending = 0;
+      zkl_task_notify(&l->t);
+    } /* (not holding: the listing said wait, so it is stale; cut: sent
+         again on reconnect) */
+  }
+  zkl_task_leave(r);
+}
+
+void lock_read_send(zkl_lock *l) {
+  zkl_req *r = lock_req(l, R_READ);
+  int rc = r ? zoo_aget(l->t.c->zh, l->g->rpath, 0, lock_read_cb, r)
+             : ZSYSTEMERROR;
+  if (lock_sent(l, r, rc, l->g->rpath)) l->g->rflight = l->t.epoch;
+}
+
+/* ---- lock caching: a released hold lingers ------------------------------ */
+
+/* The directory's children, with a watch: any node but ours is a
+ * contender (zklock, Curator, kazoo alike), and from then on the node is
+ * not reused: deleted now if lingering, at the end of the hold if held
+ * again (docs/design.md, section 4.13). */
+static void lock_contenders_cb(int rc, const struct String_vector *sv,
+                               const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
+    if (rc == ZOK && sv) {
+      int i;
+      for (i = 0; i < sv->count; i++)
+        if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
+      if (l->contended && l->state == L_LINGER) lock_release_locked(l);
+    } else if (!zkl_is_cut(rc)) {
+      l->contended = 1; /* cannot watch: no reuse */
+      if (l->state == L_LINGER) lock_release_locked(l);
+    } /* cut: listed again on reconnect */
+  }
+  zkl_task_leave(r);
+}
+
+void lock_contenders(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
+    zkl_task_set_watch(&l->t, strdup(l->t.path));
+  l->lingers = 1;
+  r = lock_req(l, R_CONTENDERS);
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, lock_contenders_cb,
+                             r)
+         : ZSYSTEMERROR;
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    if (!zkl_is_cut(rc)) { /* cannot watch: no caching */
+      l->contended = 1;
+      if (l->state == L_LINGER) lock_release_locked(l);
+    }
+  }
 }
 
 /* ---- giving our node back ----------------------------------------------- */
@@ -471,13 +613,96 @@ void lock_delete(zkl_lock *l) {
   }
 }
 
+/* ---- the guarded node: written with the release ------------------------ */
+
+/* The multi-op ended the hold: our node is gone, with the write or
+ * without it (section 4.12). */
+static void lock_write_end(zkl_lock *l, int wrc) {
+  l->g->wdone = 1;
+  l->g->wrc = wrc;
+  lock_set_node(l, NULL);
+  lock_finish(&l->t, ZOK, NULL);
+}
+
+static void lock_write_cb(int rc, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = lock_enter(data, rc, &r);
+  lock_guard *g = l ? l->g : NULL;
+  if (g && l->state == L_DELETING && g->wpath && !g->wdone) {
+    int werr = g->mres[0].err, derr = g->mres[1].err;
+    if (zkl_is_cut(rc)) {
+      l->t.redo = 1;  /* sent again on reconnect: if it was applied, our
+                         node is gone and the retry fails as a whole */
+      g->wmaybe = 1;
+    } else if (rc == ZOK) {
+      g->wversion = g->wcreate ? 0 : g->wstat.version;
+      g->wzxid = g->wcreate ? 0 : g->wstat.mzxid;
+      lock_write_end(l, ZOK);
+    } else if (derr == ZNONODE) {
+      lock_write_end(l, ZNONODE); /* our node is gone: the hold was lost */
+    } else if (werr == ZNONODE && !g->wcreate) {
+      g->wcreate = 1; /* the guarded node is missing: create it */
+      lock_write(l);
+    } else if (werr == ZNONODE) {
+      g->wparents = 1; /* and its parent too: containers first */
+      zkl_task_parents(&l->t, g->wpath, 0);
+    } else if (werr == ZNODEEXISTS && g->wcreate) {
+      g->wcreate = 0; /* someone made it meanwhile: set it */
+      lock_write(l);
+    } else if (rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+               rc == ZINVALIDSTATE) {
+      lock_write_end(l, rc); /* the node goes with the session */
+    } else {
+      /* refused (no parent, no auth, too big): not written; the lock is
+       * released all the same */
+      g->wdone = 1;
+      g->wrc = werr != ZOK && werr != ZRUNTIMEINCONSISTENCY ? werr : rc;
+      lock_delete(l);
+    }
+  }
+  zkl_task_leave(r);
+}
+
+void lock_write(zkl_lock *l) {
+  lock_guard *g = l->g;
+  char *full = lock_nodepath(l);
+  zkl_req *r;
+  int rc;
+  l->t.epoch++;
+  l->state = L_DELETING;
+  l->t.redo = 0;
+  zkl_task_set_watch(&l->t, NULL);
+  if (g->wcreate)
+    zoo_create_op_init(&g->mops[0], g->wpath, g->wdata, g->wlen,
+                       &l->t.c->acl, 0, g->wname, sizeof g->wname);
+  else
+    zoo_set_op_init(&g->mops[0], g->wpath, g->wdata, g->wlen, -1,
+                    &g->wstat);
+  if (full) zoo_delete_op_init(&g->mops[1], full, -1);
+  memset(g->mres, 0, sizeof g->mres);
+  r = full ? lock_req(l, R_WRITE) : NULL;
+  rc = r ? zoo_amulti(l->t.c->zh, 2, g->mops, g->mres, lock_write_cb, r)
+         : ZSYSTEMERROR;
+  /* (the multi copies the paths it sends: full may go) */
+  free(full);
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    if (zkl_is_cut(rc)) { l->t.redo = 1; return; }
+    g->wdone = 1; /* not sent: not written; our node goes the plain way */
+    g->wrc = rc;
+    lock_delete(l);
+  }
+}
+
 void lock_release_locked(zkl_lock *l) {
   l->abandon = 1;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
   case L_CREATING: if (!l->create_out) lock_delete(l); break;
   case L_RECOVER: break; /* finds our node, then deletes it */
-  case L_LISTING: case L_WATCHING: case L_HELD: lock_delete(l); break;
+  case L_LISTING: case L_WATCHING: case L_HELD: case L_LINGER:
+    lock_delete(l);
+    break;
   case L_FAILED: /* e.g. no auth to watch: our node may still be there */
     if (l->node && zkl_client_usable(l->t.c, NULL)) lock_delete(l);
     break;

@@ -11,8 +11,32 @@
 
 /* the phases of lock.c's diagram */
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
-       L_HELD, L_DELETING, L_DONE, L_FAILED };
-enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF };
+       L_HELD, L_LINGER, L_DELETING, L_DONE, L_FAILED };
+enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF,
+       R_READ, R_WRITE, R_CONTENDERS };
+
+/* A node the lock guards (docs/design.md, section 4.12): read with the
+ * acquire (a get riding behind the listing that makes us holder), written
+ * with the release (one multi-op: set or create it, delete our node). */
+typedef struct {
+  char *rpath;       /* read with the acquire, or NULL */
+  int rflight;       /* epoch of the read in flight, -1: none */
+  int rpending;      /* held, but the read is not back yet: not told */
+  int rrc;           /* the read's result: ZOK or ZNONODE */
+  char *rdata; int rlen;
+  struct Stat rstat;
+  char *wpath;       /* written with the release, or NULL */
+  char *wdata; int wlen;
+  int wcreate;       /* the node was missing: the multi creates it */
+  int wparents;      /* its parents are being made (then: the multi) */
+  int wmaybe;        /* a try was cut: a failure is not certain */
+  int wdone, wrc;    /* the write's outcome (wrc: a ZooKeeper code) */
+  int64_t wversion, wzxid;
+  zoo_op_t mops[2];
+  zoo_op_result_t mres[2];
+  struct Stat wstat;
+  char wname[8];
+} lock_guard;
 
 struct zkl_lock {
   zkl_task t;      /* path: the lock directory; watch: the predecessor */
@@ -29,6 +53,8 @@ struct zkl_lock {
   char *ignore;    /* read lock of the write holder: our own writer node */
   int revocable;   /* watch our node's data for "__REVOKE__" */
   int notify_held; /* queue a "held" event when it comes to hold */
+  int sole;        /* the watched predecessor is all that holds us back:
+                      its deletion means we hold (no listing) */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
   int self_armed;  /* self_gen of the node the self watch was sent for */
@@ -36,6 +62,12 @@ struct zkl_lock {
   int64_t session; /* session that created our node */
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
+  lock_guard *g;   /* a guarded node read or written, or NULL */
+  /* lock caching (docs/design.md, section 4.13): a released hold may
+   * linger (L_LINGER) until linger_until, watching the directory */
+  double linger_until; /* boot clock; 0: not lingering */
+  int lingers;     /* the directory watch is ours (set while lingering) */
+  int contended;   /* another node was seen in the directory: no reuse */
 };
 
 #define LOCK(t) ((zkl_lock *)(t))
@@ -50,6 +82,11 @@ void lock_list(zkl_lock *l);          /* list the directory, evaluate */
 void lock_watch_dir(zkl_lock *l);     /* a lease: watch the directory */
 void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
 void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
+void lock_blocker_gone(zkl_lock *l);  /* the watched predecessor went */
+void lock_read_send(zkl_lock *l);     /* the guarded read, this epoch */
+void lock_write(zkl_lock *l);         /* the write-with-release multi */
+void lock_contenders(zkl_lock *l);    /* lingering: list and watch the dir */
+int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
 void lock_delete(zkl_lock *l);        /* our node goes, then done */
 void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
 void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */

@@ -21,8 +21,20 @@ static void lock_on_connected(zkl_task *t) {
      * and covers anything missed */
     lock_list(l);
     break;
-  case L_DELETING: if (l->t.redo) lock_delete(l); break;
-  case L_HELD: lock_watch_self(l); break; /* still there? (and revoked?) */
+  case L_DELETING:
+    if (!l->t.redo) break;
+    if (l->g && l->g->wpath && !l->g->wdone) lock_write(l); /* again */
+    else lock_delete(l);
+    break;
+  case L_HELD:
+    lock_watch_self(l); /* still there? (and revoked?) */
+    if (l->g && l->g->rpending) lock_read_send(l); /* (it was cut) */
+    if (l->lingers) lock_contenders(l); /* (anyone while we were away?) */
+    break;
+  case L_LINGER:
+    lock_watch_self(l);
+    lock_contenders(l);
+    break;
   default: break;
   }
 }
@@ -39,10 +51,18 @@ static void lock_on_expired(zkl_task *t) {
 static int lock_on_watch(zkl_task *t, int type, const char *path) {
   zkl_lock *l = LOCK(t);
   size_t n;
+  if (zkl_task_watches(t, path) && l->lingers &&
+      (l->state == L_LINGER || l->state == L_HELD)) {
+    lock_contenders(l); /* the directory changed: who is there? */
+    return ZKL_ABOUT_WAITED;
+  }
   if (zkl_task_watches(t, path)) {
-    /* deleted, or changed (which used the watch up): look again */
+    /* deleted, or changed (which used the watch up): look again, or
+     * hold at once when it was all that held us back */
     if (l->state == L_WATCHING && l->kind == ZKL_KIND_LEASE)
       lock_watch_dir(l); /* (its listing re-arms the watch) */
+    else if (l->state == L_WATCHING && type == ZOO_DELETED_EVENT)
+      lock_blocker_gone(l);
     else if (l->state == L_WATCHING)
       lock_list(l);
     return ZKL_ABOUT_WAITED;
@@ -52,7 +72,8 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
   if (!l->node || strncmp(path, t->path, n) != 0 || path[n] != '/' ||
       strcmp(path + n + 1, l->node) != 0)
     return ZKL_ABOUT_NONE;
-  if (l->state != L_HELD && l->state != L_LISTING && l->state != L_WATCHING)
+  if (l->state != L_HELD && l->state != L_LISTING &&
+      l->state != L_WATCHING && l->state != L_LINGER)
     return ZKL_ABOUT_OWN_QUIET; /* (our own delete, or a reply says it) */
   if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
   else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
@@ -82,6 +103,15 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
                            double *next) {
   zkl_lock *l = LOCK(t);
   int over = l->hold_until > 0 && now >= l->hold_until; /* max_hold */
+  if (l->state == L_LINGER) {
+    /* its time is up, or the session may be gone: the node goes */
+    if (now >= l->linger_until || now >= deadline) {
+      lock_release_locked(l);
+      return 0;
+    }
+    if (l->linger_until < *next) *next = l->linger_until;
+    return 1; /* (probes keep "last heard" fresh for a reuse) */
+  }
   if (l->state != L_HELD || l->lost) return 0;
   if (now < deadline && !over) {
     if (l->hold_until > 0 && l->hold_until < *next) *next = l->hold_until;

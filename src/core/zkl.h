@@ -114,6 +114,13 @@ int zkl_names_find(const zkl_entry *e, int n, const char *name);
  * held back by it. */
 int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
                       const char *ignore);
+/* Whether e[b], the blocker of e[idx], is the only node that holds it back:
+ * with e[b] gone and nothing else changed, e[idx] holds.  Sequence numbers
+ * only grow, so no node can come in ahead of e[idx]: the deletion of such
+ * a sole blocker means we hold, without listing again (docs/design.md,
+ * section 4.4).  Never for leases (their count decides, not an order). */
+int zkl_names_sole_blocker(int kind, int max_leases, const zkl_entry *e,
+                           int idx, int b, const char *ignore);
 /* The holders of a listing sorted with `family`'s markers: their indexes
  * into e, in order (out has room for n); returns how many. */
 int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
@@ -216,6 +223,27 @@ void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
 int zkl_lock_held(zkl_lock *l);
 /* Our node's name into node (size bytes) and its czxid: 0 when none. */
 int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
+/* A guarded node (docs/design.md, section 4.12).  read_with, before the
+ * start: read `path` with the acquire.  read_result, once held: 1 with
+ * the data copied into buf, its length in *len, and *version; 0: no node;
+ * -1: err; buf: room for *len bytes (NULL: only the length).
+ * release_write: end the hold with one multi-op that sets or
+ * creates `path` and deletes our node (0: not held, err); write_result,
+ * once done: 1 with *version and *zxid (0 when it created the node), or
+ * 0 with err (lock_lost: not written; connection_loss: maybe). */
+/* Lock caching (docs/design.md, section 4.13).  linger: end the hold but
+ * keep the node up to `seconds`, watching for contenders (1), or release
+ * it the plain way (0).  relock: hold the lingering node again, at once,
+ * with no request (1), or give it up (0: take a new attempt). */
+int zkl_lock_linger(zkl_lock *l, double seconds);
+int zkl_lock_relock(zkl_lock *l, double max_hold);
+int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
+int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
+                         int64_t *version, zkl_error *err);
+int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
+                           int len, zkl_error *err);
+int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
+                          zkl_error *err);
 /* From now on a change of l queues `id` on the ready list (OpenResty);
  * returns the change counter read at that moment. */
 unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);

@@ -3,6 +3,7 @@
  * recipe objects (zklock.mutex...) userdata identity and a __gc that
  * LuaJIT honours. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lbind.h"
@@ -96,6 +97,83 @@ static int llock_info(lua_State *L) {
   return 2;
 }
 
+/* attempt:read_with(path): before start, read `path` with the acquire
+ * (docs/design.md, section 4.12) */
+static int llock_read_with(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  const char *path = zkl_checkpath(L, 2);
+  zkl_error err;
+  if (!zkl_lock_read_with(l, path, &err)) return luaL_error(L, "zklock: %s",
+                                                            err.msg);
+  return 0;
+}
+
+/* attempt:read_result() -> data, version | nil (no node) | nil, msg, code */
+static int llock_read_result(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  int len = 0, found;
+  int64_t version = 0;
+  char *buf;
+  zkl_error err;
+  found = zkl_lock_read_result(l, NULL, &len, &version, &err); /* length */
+  if (found < 0) return zkl_pusherr(L, &err);
+  if (found == 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  /* a buffer Lua owns: nothing leaks if pushing raises */
+  buf = (char *)lua_newuserdata(L, len > 0 ? (size_t)len : 1);
+  found = zkl_lock_read_result(l, buf, &len, &version, &err);
+  if (found < 0) return zkl_pusherr(L, &err);
+  lua_pushlstring(L, buf, (size_t)len);
+  zkl_pushint64(L, version);
+  return 2;
+}
+
+/* attempt:release_write(path, data) -> true | nil, msg, code: end the hold
+ * with one multi-op writing `data` to `path` */
+static int llock_release_write(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  const char *path = zkl_checkpath(L, 2);
+  size_t len = 0;
+  const char *data = zkl_checkdata(L, 3, zkl_lock_client(l), &len, 0, NULL);
+  zkl_error err;
+  if (!zkl_lock_release_write(l, path, data, (int)len, &err))
+    return zkl_pusherr(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* attempt:write_result() -> version, zxid | nil, msg, code */
+static int llock_write_result(lua_State *L) {
+  int64_t version = 0, zxid = 0;
+  zkl_error err;
+  if (!zkl_lock_write_result(llock_check(L), &version, &zxid, &err))
+    return zkl_pusherr(L, &err);
+  zkl_pushint64(L, version);
+  zkl_pushint64(L, zxid);
+  return 2;
+}
+
+/* attempt:linger(seconds) -> true (the node lingers) | false (released) */
+static int llock_linger(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  double s = luaL_checknumber(L, 2);
+  luaL_argcheck(L, s > 0 && s < 1e9, 2, "linger must be seconds > 0");
+  lua_pushboolean(L, zkl_lock_linger(l, s));
+  return 1;
+}
+
+/* attempt:relock([max_hold]) -> true (held again, no request) | false */
+static int llock_relock(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  double max_hold = luaL_optnumber(L, 2, 0);
+  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
+                "max_hold must be a number of seconds >= 0");
+  lua_pushboolean(L, zkl_lock_relock(l, max_hold));
+  return 1;
+}
+
 /* attempt:notify_held(): queue a "held" event when it comes to hold */
 static int llock_notify_held(lua_State *L) {
   zkl_lock_notify_held(llock_check(L));
@@ -184,6 +262,12 @@ void zkl_open_lock(lua_State *L) {
     { "info", llock_info },
     { "revocable", llock_revocable },
     { "notify_held", llock_notify_held },
+    { "read_with", llock_read_with },
+    { "linger", llock_linger },
+    { "relock", llock_relock },
+    { "read_result", llock_read_result },
+    { "release_write", llock_release_write },
+    { "write_result", llock_write_result },
     { "_wake", llock_wake },
     { NULL, NULL }
   };

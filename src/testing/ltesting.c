@@ -3,6 +3,7 @@
  * four-letter words, the fault-injecting proxy (proxy.c), a plain sleep,
  * and fork/_exit/waitpid to show what a forked child meets. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -68,6 +69,14 @@ static int ltesting_waitpid(lua_State *L) {
   return 1;
 }
 
+/* tcore.malloc_bytes() -> bytes the C heap has handed out and not taken
+ * back (glibc's mallinfo2: the bench's per-waiter figures) */
+static int ltesting_malloc_bytes(lua_State *L) {
+  struct mallinfo2 mi = mallinfo2();
+  lua_pushnumber(L, (lua_Number)mi.uordblks + (lua_Number)mi.hblkhd);
+  return 1;
+}
+
 int luaopen_zklock_testing_core(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "free_port", ltesting_free_port },
@@ -76,6 +85,7 @@ int luaopen_zklock_testing_core(lua_State *L) {
     { "fork", ltesting_fork },
     { "exit", ltesting_exit },
     { "waitpid", ltesting_waitpid },
+    { "malloc_bytes", ltesting_malloc_bytes },
     { NULL, NULL }
   };
   lua_newtable(L);

@@ -1,0 +1,35 @@
+-- Guarded counter worker: `guarded.lua hosts path node cycles mode gate
+-- [meet]`.  Each cycle adds one to the counter in ZooKeeper node `node`
+-- under the mutex at `path`:
+--   "pipelined": zklock.with_lock with `update` (the read rides with the
+--                acquire, the write with the release);
+--   "plain": acquire, zk:get, zk:set, release;
+--   "broken": as pipelined, on testing.broken_mutex(2): two may hold at
+--             once; with `meet`, the first cycle of each worker stays
+--             inside until two are (W.meet), so that an update is lost
+--             for certain.
+local zklock = require "zklock"
+local testing = require "zklock.testing"
+local W = dofile("spec/workers/common.lua")
+
+local hosts, path, node, cycles, mode, gate, meet = ...
+cycles = tonumber(cycles)
+
+local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
+local m = mode == "broken" and testing.broken_mutex(zk, path, 2)
+  or zk:mutex(path)
+W.wait_gate(gate) -- start together
+for i = 1, cycles do
+  if mode == "plain" then
+    assert(m:acquire(60))
+    local data = zk:get(node)
+    assert(zk:set(node, tostring((tonumber(data) or 0) + 1)))
+    assert(m:release())
+  else
+    assert(zklock.with_lock(m, { timeout = 60, update = node }, function(d)
+      if i == 1 and meet then assert(W.meet(meet, 2), "never 2 inside") end
+      return tostring((tonumber(d) or 0) + 1), true
+    end))
+  end
+end
+zk:close()
