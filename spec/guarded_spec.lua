@@ -35,6 +35,7 @@ describe("a guarded node", function()
     assert.same({}, H.lock_nodes(zk, path)) -- our node went with the write
     -- present: its data and version; the write sets it
     held, data, version = m:acquire(5, { read = node })
+    assert.equal(m, held)
     assert.equal("1", data)
     assert.equal(0, version)
     -- reentry reads too, still under the lock; an inner write is fenced

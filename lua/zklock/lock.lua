@@ -446,9 +446,10 @@ end
 -- nothing.  @return true, version, zxid; or nil, msg, code
 write_back = function(client, att, path, data)
   local held = att:held()
-  local ok, msg, code = held and att:release_write(path, data)
+  local ok, msg, code
+  if held then ok, msg, code = att:release_write(path, data) end
   if not ok then
-    give_back(client, att)
+    give_back(client, att, held)
     if held then return nil, msg, code end
     return nil, "lock lost: " .. path .. " not written", "lock_lost"
   end
