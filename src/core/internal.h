@@ -95,6 +95,7 @@ struct zkl_event {
 
 /* ---- util.c ------------------------------------------------------------ */
 int zkl_is_cut(int rc); /* the connection was cut: try again later */
+int zkl_zh_usable(zhandle_t *zh); /* not expired, not refused */
 /* The session is gone (expired, closed): so is every ephemeral node. */
 int zkl_is_gone(int rc);
 struct timespec zkl_abstime(double end); /* zkl_now time -> timedwait */

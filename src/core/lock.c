@@ -44,6 +44,7 @@ static void lock_set_node(zkl_lock *l, const char *name) {
   free(l->node);
   l->node = name ? strdup(name) : NULL;
   l->self_gen++;
+  l->self_live = 0;
   l->revoke_version = -1;
 }
 
@@ -177,8 +178,7 @@ void lock_create(zkl_lock *l) {
 static void lock_hold(zkl_lock *l);
 
 void lock_blocker_gone(zkl_lock *l) {
-  if (l->sole && l->kind != ZKL_KIND_LEASE && l->node &&
-      l->self_armed == l->self_gen) {
+  if (l->sole && l->kind != ZKL_KIND_LEASE && l->node && l->self_live) {
     l->sole = 0;
     lock_hold(l);
   } else {
@@ -240,6 +240,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
   zkl_client_heard(c, r->sent, rc);
   if (r->epoch == l->self_gen && l->node) {
     if (rc == ZOK) {
+      l->self_live = 1; /* (the get set the watch) */
       /* once per request: a re-read (reconnect) of the same data version
        * is not a new one */
       if (l->state == L_LINGER && v && vlen == (int)sizeof REVOKE - 1 &&
@@ -651,7 +652,10 @@ static void lock_write_cb(int rc, const void *data) {
       lock_write(l);
     } else if (rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
                rc == ZINVALIDSTATE) {
-      lock_write_end(l, rc); /* the node goes with the session */
+      /* the node goes with the session; a closing handle may have sent
+       * the multi before it stopped: maybe applied */
+      if (rc != ZSESSIONEXPIRED) g->wmaybe = 1;
+      lock_write_end(l, rc);
     } else {
       /* refused (no parent, no auth, too big): not written; the lock is
        * released all the same */
@@ -665,9 +669,16 @@ static void lock_write_cb(int rc, const void *data) {
 
 void lock_write(zkl_lock *l) {
   lock_guard *g = l->g;
-  char *full = lock_nodepath(l);
+  char *full;
   zkl_req *r;
   int rc;
+  g->wparents = 0;
+  if (!zkl_client_usable(l->t.c, NULL) || !zkl_zh_usable(l->t.c->zh)) {
+    /* (a multi on a dead handle: the client frees paths it never set) */
+    lock_write_end(l, ZINVALIDSTATE);
+    return;
+  }
+  full = lock_nodepath(l);
   l->t.epoch++;
   l->state = L_DELETING;
   l->t.redo = 0;
@@ -683,6 +694,7 @@ void lock_write(zkl_lock *l) {
   r = full ? lock_req(l, R_WRITE) : NULL;
   rc = r ? zoo_amulti(l->t.c->zh, 2, g->mops, g->mres, lock_write_cb, r)
          : ZSYSTEMERROR;
+  if (rc == ZOK) g->wsent = 1;
   /* (the multi copies the paths it sends: full may go) */
   free(full);
   if (rc != ZOK) {

@@ -28,6 +28,8 @@ typedef struct {
   char *wpath;       /* written with the release, or NULL */
   char *wdata; int wlen;
   int wcreate;       /* the node was missing: the multi creates it */
+  int wsent;         /* a multi went out: without an answer, it may have
+                        been applied */
   int wparents;      /* its parents are being made (then: the multi) */
   int wmaybe;        /* a try was cut: a failure is not certain */
   int wdone, wrc;    /* the write's outcome (wrc: a ZooKeeper code) */
@@ -58,6 +60,8 @@ struct zkl_lock {
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
   int self_armed;  /* self_gen of the node the self watch was sent for */
+  int self_live;   /* that watch is set on the server (its get answered,
+                      no event since): a deletion of ours would be told */
   int64_t czxid;
   int64_t session; /* session that created our node */
   double max_hold; /* seconds a hold may last (0: no limit) */

@@ -229,7 +229,7 @@ int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
   } else {
     if (len > 0) memcpy(g->wdata, data, (size_t)len);
     g->wlen = len;
-    g->wcreate = g->wmaybe = g->wdone = 0;
+    g->wcreate = g->wmaybe = g->wdone = g->wsent = 0;
     l->abandon = 1;
     lock_write(l);
     if (l->state != L_DONE && l->state != L_FAILED) zkl_task_keep(&l->t);
@@ -249,7 +249,7 @@ int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
     *version = l->g->wversion;
     *zxid = l->g->wzxid;
     ok = 1;
-  } else if (l->g->wmaybe) {
+  } else if (l->g->wmaybe || (!l->g->wdone && l->g->wsent)) {
     zkl_seterr(err, ZKL_ECONNECTION_LOSS, "write of %s with the release: "
                "the connection was cut with it in flight, and it could not "
                "be confirmed since: it may have been applied", l->g->wpath);

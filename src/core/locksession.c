@@ -76,7 +76,10 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
       l->state != L_WATCHING && l->state != L_LINGER)
     return ZKL_ABOUT_OWN_QUIET; /* (our own delete, or a reply says it) */
   if (type == ZOO_DELETED_EVENT) lock_node_gone(l);
-  else if (type == ZOO_CHANGED_EVENT) lock_watch_self(l); /* read, re-arm */
+  else if (type == ZOO_CHANGED_EVENT) {
+    l->self_live = 0; /* (the event used the watch up) */
+    lock_watch_self(l); /* read, re-arm */
+  }
   return ZKL_ABOUT_OWN;
 }
 

@@ -34,9 +34,19 @@ static int log_level_of(const char *msg) {
   return ZKL_LOG_ERROR;
 }
 
+/* fork: the child gets the queue's mutex free (a ZooKeeper thread of the
+ * parent may hold it at the fork; the child has no such thread) */
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static void log_prefork(void) { pthread_mutex_lock(&log_mu); }
+static void log_postfork(void) { pthread_mutex_unlock(&log_mu); }
+static void log_atfork(void) {
+  pthread_atfork(log_prefork, log_postfork, log_postfork);
+}
+
 void zkl_log_line(const char *msg) {
   char *copy;
   if (!msg) return;
+  pthread_once(&log_once, log_atfork);
   pthread_mutex_lock(&log_mu);
   if (!log_capture) {
     pthread_mutex_unlock(&log_mu);
@@ -60,6 +70,7 @@ void zkl_log_line(const char *msg) {
 }
 
 void zkl_log_capture(int on) {
+  pthread_once(&log_once, log_atfork);
   pthread_mutex_lock(&log_mu);
   log_capture = on != 0;
   pthread_mutex_unlock(&log_mu);

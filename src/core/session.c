@@ -335,6 +335,8 @@ int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
 
 int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
 
+#define CLOSE_GRACE 2.0 /* s: for the requests in flight at close */
+
 void zkl_client_close(zkl_client *c) {
   zhandle_t *zh;
   zkl_task *t, *next;
@@ -353,6 +355,17 @@ void zkl_client_close(zkl_client *c) {
   c->timer_on = 0;
   pthread_mutex_lock(&c->mu);
   zh = c->zh; /* (the timer may have replaced it) */
+  /* zookeeper_close drops the requests still unanswered (their completions
+   * are queued for a completion thread it has already stopped: leaked, and
+   * never called back).  A connected server answers within a round trip:
+   * give them that, bounded (a release's delete is among them). */
+  if (zh && c->state == ZKL_CONNECTED && !zkl_client_forked(c)) {
+    double until = zkl_now() + CLOSE_GRACE;
+    while (c->reqs && zkl_now() < until) {
+      struct timespec ts = zkl_abstime(until);
+      pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+  }
   pthread_mutex_unlock(&c->mu);
   if (zh && !zkl_client_forked(c)) zookeeper_close(zh);
   pthread_mutex_lock(&c->mu);

@@ -37,6 +37,7 @@ void zkl_req_done(zkl_req *r) {
   if (r->next) r->next->prev = r->prev;
   if (r->t) zkl_task_unref(r->t);
   free(r);
+  if (!c->reqs && c->closing) pthread_cond_broadcast(&c->cv); /* (close) */
 }
 
 /* ---- the task ----------------------------------------------------------- */

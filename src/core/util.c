@@ -77,6 +77,16 @@ char *zkl_join(const char *dir, const char *name) {
   return s;
 }
 
+/* A handle the client still sends on: not expired, not refused.  (A
+ * multi-op on a dead handle makes the client free request paths it never
+ * set: check before zoo_amulti.) */
+int zkl_zh_usable(zhandle_t *zh) {
+  int st;
+  if (!zh) return 0;
+  st = zoo_state(zh);
+  return st != ZOO_EXPIRED_SESSION_STATE && st != ZOO_AUTH_FAILED_STATE;
+}
+
 int zkl_is_cut(int rc) {
   return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
 }

@@ -122,6 +122,7 @@ static void write_stat_cb(int rc, const struct Stat *st, const void *data) {
 /* fenced: check our lock node, then set or create, all or nothing */
 static int write_multi(write_op *w, zkl_req *r) {
   zkl_op *op = &w->op;
+  if (!zkl_zh_usable(op->t.c->zh)) return ZINVALIDSTATE; /* (util.c) */
   zoo_check_op_init(&w->mops[0], w->fence, -1);
   if (op->stage == W_CREATE)
     zoo_create_op_init(&w->mops[1], op->t.path, op->data, op->datalen,

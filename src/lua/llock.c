@@ -111,7 +111,7 @@ static int llock_read_with(lua_State *L) {
 /* attempt:read_result() -> data, version | nil (no node) | nil, msg, code */
 static int llock_read_result(lua_State *L) {
   zkl_lock *l = llock_check(L);
-  int len = 0, found;
+  int len = 0, cap, found;
   int64_t version = 0;
   char *buf;
   zkl_error err;
@@ -122,10 +122,11 @@ static int llock_read_result(lua_State *L) {
     return 1;
   }
   /* a buffer Lua owns: nothing leaks if pushing raises */
-  buf = (char *)lua_newuserdata(L, len > 0 ? (size_t)len : 1);
+  cap = len;
+  buf = (char *)lua_newuserdata(L, cap > 0 ? (size_t)cap : 1);
   found = zkl_lock_read_result(l, buf, &len, &version, &err);
   if (found < 0) return zkl_pusherr(L, &err);
-  lua_pushlstring(L, buf, (size_t)len);
+  lua_pushlstring(L, buf, (size_t)(len < cap ? len : cap));
   zkl_pushint64(L, version);
   return 2;
 }
