@@ -72,6 +72,9 @@ location = /hold {
         lock:release()
     }
 }
+# /buy with room for a queue of 10,000 (every buy waits for the whole
+# queue to form, then for its turn)
+location = /buy_queued { content_by_lua_block { require("stock").buy(600) } }
 ]]
 
 -- the peer: zklock.ngx loaded, then its waiter replaced by 10 ms polling
@@ -127,27 +130,30 @@ local ok, err = pcall(function()
     return r
   end
 
+  local only_queue = os.getenv("BENCH_W4_QUEUE_ONLY") -- (just w4.queue)
   local a = N.start { hosts = srv.connect_string, workers = 2 }
-  local buy = run("w4.buy", a, "/buy")
-  local plain = run("w4.buy_plain", a, "/buy_plain")
-  print(("ratio w4.buy/w4.buy_plain=%.2f (target >= 2)"):format(
-    buy.rps / plain.rps))
-  run("w4.buy_unlocked", a, "/buy_unlocked")
-  a:stop()
+  if not only_queue then
+    local buy = run("w4.buy", a, "/buy")
+    local plain = run("w4.buy_plain", a, "/buy_plain")
+    print(("ratio w4.buy/w4.buy_plain=%.2f (target >= 2)"):format(
+      buy.rps / plain.rps))
+    run("w4.buy_unlocked", a, "/buy_unlocked")
+    a:stop()
 
-  for _, variant in ipairs { { "socket", "" }, { "poll10ms", POLLING } } do
-    local b = N.start { hosts = srv.connect_string, workers = 1,
-      extra = TIMED, http = variant[2] }
-    b:get("/gaps") -- reset
-    local r = run("w4.handoff." .. variant[1] .. ".buy_timed", b,
-      "/buy_timed")
-    local _, body = b:get("/gaps")
-    local n, g50, g99, wn, w50, w99 = body:match(
-      "(%d+) (%S+) (%S+) (%d+) (%S+) (%S+)")
-    print(("w4.handoff.%s gaps=%d gap_p50_ms=%.2f gap_p99_ms=%.2f " ..
-      "wakeups=%d wake_p50_ms=%.3f wake_p99_ms=%.3f req_per_s=%.1f"):format(
-      variant[1], n, g50 * 1e3, g99 * 1e3, wn, w50 * 1e3, w99 * 1e3, r.rps))
-    b:stop()
+    for _, variant in ipairs { { "socket", "" }, { "poll10ms", POLLING } } do
+      local b = N.start { hosts = srv.connect_string, workers = 1,
+        extra = TIMED, http = variant[2] }
+      b:get("/gaps") -- reset
+      local r = run("w4.handoff." .. variant[1] .. ".buy_timed", b,
+        "/buy_timed")
+      local _, body = b:get("/gaps")
+      local n, g50, g99, wn, w50, w99 = body:match(
+        "(%d+) (%S+) (%S+) (%d+) (%S+) (%S+)")
+      print(("w4.handoff.%s gaps=%d gap_p50_ms=%.2f gap_p99_ms=%.2f " ..
+        "wakeups=%d wake_p50_ms=%.3f wake_p99_ms=%.3f req_per_s=%.1f"):format(
+        variant[1], n, g50 * 1e3, g99 * 1e3, wn, w50 * 1e3, w99 * 1e3, r.rps))
+      b:stop()
+    end
   end
   -- thousands of requests queued on one lock, in one worker, on one
   -- session, while /ping is timed
@@ -175,8 +181,10 @@ local ok, err = pcall(function()
   local batches = {}
   for i = 1, QUEUE, 250 do -- (curl runs at most 300 transfers at once)
     local urls = {}
-    for _ = i, math.min(QUEUE, i + 249) do urls[#urls + 1] = c:url("/buy") end
-    batches[#batches + 1] = N.parallel_bg(urls, 150)
+    for _ = i, math.min(QUEUE, i + 249) do
+      urls[#urls + 1] = c:url("/buy_queued")
+    end
+    batches[#batches + 1] = N.parallel_bg(urls, 600)
   end
   deadline = core.now() + 90
   while queued() < QUEUE + 1 do
@@ -190,16 +198,23 @@ local ok, err = pcall(function()
   assert(release:remove())
   local count = {}
   for _, wait_batch in ipairs(batches) do
-    for code, k in pairs(wait_batch(150)) do count[code] = (count[code] or 0) + k end
+    for code, k in pairs(wait_batch(600)) do count[code] = (count[code] or 0) + k end
   end
   local drained = core.now() - t0
   holder(150)
   local _, left = c:get("/stock")
+  local other = {}
+  for code, k in pairs(count) do
+    if code ~= 200 and code ~= 409 then other[#other + 1] = code .. ":" .. k end
+  end
+  table.sort(other)
   print(("w4.queue waiters=%d one_worker=1 ping_p50_ms=%.1f ping_p99_ms=%.1f " ..
     "ping_max_ms=%.1f drained_s=%.1f bought=%d sold_out=%d stock_left=%s " ..
-    "worker_rss_growth_bytes_per_waiter=%.0f"):format(QUEUE,
+    "other=%s worker_rss_growth_bytes_per_waiter=%.0f"):format(QUEUE,
     pings[50] * 1e3, pings[99] * 1e3, pings[100] * 1e3, drained,
-    count[200] or 0, count[409] or 0, left, (rss1 - rss0) * 1024 / QUEUE))
+    count[200] or 0, count[409] or 0, left,
+    #other > 0 and table.concat(other, ",") or "none",
+    (rss1 - rss0) * 1024 / QUEUE))
   c:stop()
   zk:close()
 end)

@@ -72,9 +72,9 @@ local function answer(ok, left, code)
   ngx.say("bought, ", left, " left")
 end
 
-function M.buy()
-  answer(zklock.with_lock(lock, { timeout = ACQUIRE_TIMEOUT, update = STOCK },
-    take_from))
+function M.buy(timeout)
+  answer(zklock.with_lock(lock, { timeout = timeout or ACQUIRE_TIMEOUT,
+    update = STOCK }, take_from))
 end
 
 -- The same purchase the plain way: acquire, get, set, release (four

@@ -226,6 +226,26 @@ local function release_later(lock, tok)
   return ok
 end
 
+local SWEEP_BATCH = 500 -- wait entries looked at per tick
+
+-- A wait whose request nginx finalized: the semaphore dropped its waiter.
+local function sweep_entry(e)
+  if e.waiting and e.sema:count() == 0 then
+    if e.suspect then -- seen twice, a tick apart: not a wake in flight
+      e.waiting, e.suspect = false, nil
+      local obj = e.ref[1]
+      if obj then
+        -- a lock attempt lets go of its node; an operation stops
+        pcall(obj.release or obj.cancel, obj)
+      end
+    else
+      e.suspect = true
+    end
+  else
+    e.suspect = nil
+  end
+end
+
 local function sweep(w)
   for tok, locks in pairs(w.held) do
     local gone = ended(tok)
@@ -241,22 +261,23 @@ local function sweep(w)
     end
     if not any then w.held[tok] = nil end
   end
-  -- waits whose request nginx finalized: the semaphore dropped them
-  for _, e in pairs(w.byid) do
-    if e.waiting and e.sema:count() == 0 then
-      if e.suspect then -- seen twice, a tick apart: not a wake in flight
-        e.waiting, e.suspect = false, nil
-        local obj = e.ref[1]
-        if obj then
-          -- a lock attempt lets go of its node; an operation stops
-          pcall(obj.release or obj.cancel, obj)
-        end
-      else
-        e.suspect = true
-      end
-    else
-      e.suspect = nil
-    end
+  -- waits whose request nginx finalized: the semaphore dropped them.  A
+  -- batch of SWEEP_BATCH entries per tick, from a list of them all made
+  -- afresh once it is used up: ten thousand waits would otherwise cost the
+  -- worker milliseconds every tick (docs/openresty.md)
+  local list = w.sweep_list
+  if not list or w.sweep_i > #list then
+    list = {}
+    for _, e in pairs(w.byid) do list[#list + 1] = e end
+    w.sweep_list, w.sweep_i = list, 1
+  end
+  local first = w.sweep_i
+  local last = min(#list, first + SWEEP_BATCH - 1)
+  w.sweep_i = last + 1
+  for k = first, last do
+    local e = list[k]
+    list[k] = false -- (the list keeps no entry alive)
+    if w.byid[e.id] == e then sweep_entry(e) end -- (not gone since)
   end
 end
 

@@ -348,10 +348,42 @@ void lock_watch_dir(zkl_lock *l) {
 
 /* Where a listing puts us: held, or waiting (watched: the listing came
  * with a watch, which is set already). */
+/* Watch `name`, the node that holds us back (sole: it alone does). */
+static void lock_wait_for(zkl_lock *l, const char *name, int sole) {
+  zkl_req *r;
+  int rc;
+  zkl_task_set_watch(&l->t, zkl_join(l->t.path, name));
+  l->state = L_WATCHING;
+  l->sole = sole;
+  if (l->self_gen != l->self_armed) lock_watch_self(l);
+  r = lock_req(l, R_GET);
+  rc = r && l->t.watch ? zoo_aget(l->t.c->zh, l->t.watch, 1, lock_get_cb, r)
+                       : ZSYSTEMERROR;
+  if (r && !l->t.watch) { zkl_req_done(r); r = NULL; }
+  lock_sent(l, r, rc, l->t.watch);
+}
+
 static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
                           int watched) {
-  zkl_entry *e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
+  zkl_entry *e;
   int n, idx, b;
+  if (l->kind != ZKL_KIND_LEASE && l->max_leases == 1) {
+    /* one pass, no sort: a queue of thousands costs its listing's length
+     * with the client's mutex held, not n log n (names.c) */
+    const char *blocker;
+    int sole;
+    if (!zkl_names_scan(l->kind, sv->data, sv->count, l->node, l->ignore,
+                        &blocker, &sole)) {
+      lock_set_node(l, NULL); /* deleted by someone else: queue again */
+      if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+    } else if (!blocker) {
+      lock_hold(l);
+    } else {
+      lock_wait_for(l, blocker, sole);
+    }
+    return;
+  }
+  e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
   if (!e) { lock_finish(&l->t, ZSYSTEMERROR, "out of memory"); return; }
   n = zkl_names_sort(sv->data, sv->count,
                      zkl_markers(zkl_kind_family(l->kind)), e);
@@ -376,22 +408,11 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
     return;
   }
   b = zkl_names_blocker(l->kind, l->max_leases, e, idx, l->ignore);
-  if (b < 0) {
+  if (b < 0)
     lock_hold(l);
-  } else {
-    zkl_req *r;
-    int rc;
-    zkl_task_set_watch(&l->t, zkl_join(l->t.path, e[b].name));
-    l->state = L_WATCHING;
-    l->sole = zkl_names_sole_blocker(l->kind, l->max_leases, e, idx, b,
-                                     l->ignore);
-    if (l->self_gen != l->self_armed) lock_watch_self(l);
-    r = lock_req(l, R_GET);
-    rc = r && l->t.watch ? zoo_aget(l->t.c->zh, l->t.watch, 1, lock_get_cb, r)
-                         : ZSYSTEMERROR;
-    if (r && !l->t.watch) { zkl_req_done(r); r = NULL; }
-    lock_sent(l, r, rc, l->t.watch);
-  }
+  else
+    lock_wait_for(l, e[b].name, zkl_names_sole_blocker(l->kind,
+                  l->max_leases, e, idx, b, l->ignore));
   free(e);
 }
 

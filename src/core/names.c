@@ -162,6 +162,48 @@ int zkl_names_sole_blocker(int kind, int max_leases, const zkl_entry *e,
   }
 }
 
+/* (seq, name) of a against b, the order zkl_names_sort gives */
+static int names_before(uint32_t sa, const char *a, uint32_t sb,
+                        const char *b) {
+  if (sa != sb) return sa < sb;
+  return strcmp(a, b) < 0;
+}
+
+int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
+                   const char *ignore, const char **blocker, int *sole) {
+  const char *const *markers = zkl_markers(zkl_kind_family(kind));
+  uint32_t seq0, best_seq = 0;
+  const char *best = NULL;
+  int i, found = 0, below = 0, own_writer_ahead = 0;
+  *blocker = NULL;
+  *sole = 0;
+  if (!ours || !zkl_name_parse(ours, markers, &seq0, NULL)) return 0;
+  for (i = 0; i < n; i++) {
+    uint32_t seq;
+    int which = 0;
+    if (strcmp(names[i], ours) == 0) { found = 1; continue; }
+    if (!zkl_name_parse(names[i], markers, &seq, &which)) continue;
+    if (!names_before(seq, names[i], seq0, ours)) continue;
+    if (kind == ZKL_KIND_READ) {
+      if (ignore && strcmp(names[i], ignore) == 0) {
+        own_writer_ahead = 1; /* the write holder reads: at once */
+        continue;
+      }
+      if (which != 1) continue; /* readers do not hold readers back */
+    }
+    below++;
+    if (!best || names_before(best_seq, best, seq, names[i])) {
+      best = names[i];
+      best_seq = seq;
+    }
+  }
+  if (!found) return 0;
+  if (own_writer_ahead) return 1;
+  *blocker = best;
+  *sole = below == 1;
+  return 1;
+}
+
 int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
                       int *out) {
   int i, k = 0;

@@ -121,6 +121,13 @@ int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
  * section 4.4).  Never for leases (their count decides, not an order). */
 int zkl_names_sole_blocker(int kind, int max_leases, const zkl_entry *e,
                            int idx, int b, const char *ignore);
+/* The same verdict in one pass over an unsorted listing, for a mutex (one
+ * holder), a latch, a read or a write lock: O(n), no allocation, for the
+ * completion thread that holds the client's mutex.  0: `ours` is not in
+ * `names`; 1: *blocker is the name to wait for (NULL: we hold), *sole as
+ * zkl_names_sole_blocker says. */
+int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
+                   const char *ignore, const char **blocker, int *sole);
 /* The holders of a listing sorted with `family`'s markers: their indexes
  * into e, in order (out has room for n); returns how many. */
 int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,

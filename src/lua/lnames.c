@@ -62,6 +62,43 @@ static int lnames_holders(lua_State *L) {
   return 1;
 }
 
+/* core.blocker({names}, kind, ours [, ignore]) -> name | false, sole; or
+ * nil when ours is not among the names: whom a lock attempt of `kind`
+ * ("mutex", "read", "write", "latch") with node `ours` waits for, as the
+ * completion thread decides it (one pass, unsorted: zkl_names_scan) */
+static int lnames_blocker(lua_State *L) {
+  static const char *const kinds[] = { "mutex", "lease", "read", "write",
+                                       "latch", NULL };
+  static const int kind_of[] = { ZKL_KIND_MUTEX, ZKL_KIND_LEASE,
+                                 ZKL_KIND_READ, ZKL_KIND_WRITE,
+                                 ZKL_KIND_LATCH };
+  int i, n, kind, sole;
+  const char **names, *blocker;
+  const char *ours, *ignore;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  kind = kind_of[luaL_checkoption(L, 2, NULL, kinds)];
+  ours = luaL_checkstring(L, 3);
+  ignore = luaL_optstring(L, 4, NULL);
+  luaL_argcheck(L, kind != ZKL_KIND_LEASE, 2, "a lease is counted, not "
+                "ordered");
+  n = (int)zkl_rawlen(L, 1);
+  names = (const char **)lua_newuserdata(L, sizeof *names * (size_t)(n + 1));
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "strings expected");
+    names[i] = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the table keeps the string alive */
+  }
+  if (!zkl_names_scan(kind, (char *const *)names, n, ours, ignore, &blocker,
+                      &sole)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (blocker) lua_pushstring(L, blocker); else lua_pushboolean(L, 0);
+  lua_pushboolean(L, sole);
+  return 2;
+}
+
 /* core.writer_between({names}, w, r) -> boolean: a writer's node sorts
  * between our write node w and our read node r (names of a read/write
  * lock's directory; w or r may be nil) */
@@ -87,6 +124,7 @@ void zkl_open_names(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "sort_names", lnames_sort },
     { "holders", lnames_holders },
+    { "blocker", lnames_blocker },
     { "writer_between", lnames_writer_between },
     { "uuid", lnames_uuid },
     { NULL, NULL }
