@@ -114,9 +114,9 @@ describe("lock node ordering", function()
   -- the completion thread's one pass over an unsorted listing
   -- (zkl_names_scan) against the same verdict from the sorted order
   describe("blocker", function()
-    local function reference(names, kind, ours, ignore)
+    local function reference(list, kind, ours, ignore)
       local family = (kind == "read" or kind == "write") and "rw" or kind
-      local sorted = core.sort_names(names, family)
+      local sorted = core.sort_names(list, family)
       local idx
       for i, e in ipairs(sorted) do if e.name == ours then idx = i end end
       if not idx then return nil end
@@ -138,21 +138,21 @@ describe("lock node ordering", function()
       math.randomseed(20261125)
       for round = 1, 2000 do
         local kind = ({ "mutex", "latch", "read", "write" })[round % 4 + 1]
-        local names, n = {}, math.random(1, 12)
+        local list, n = {}, math.random(1, 12)
         for i = 1, n do
           local marks = MARK[kind]
           -- sequence numbers near the uint32 wrap too, and duplicates
           local seq = math.random(0, 5) == 0 and -math.random(1, 3)
             or math.random(1, 9)
-          names[i] = ("_c_%02d%s%s"):format(i, marks[math.random(#marks)],
+          list[i] = ("_c_%02d%s%s"):format(i, marks[math.random(#marks)],
             seq < 0 and ("-%09d"):format(-seq) or ("%010d"):format(seq))
-          if math.random(8) == 1 then names[i] = "junk" .. i end
+          if math.random(8) == 1 then list[i] = "junk" .. i end
         end
-        local ours = names[math.random(n)]
-        local ignore = kind == "read" and names[math.random(n)] or nil
-        local b, sole = core.blocker(names, kind, ours, ignore)
-        local rb, rsole = reference(names, kind, ours, ignore)
-        local what = table.concat(names, " ") .. " ours " .. ours ..
+        local ours = list[math.random(n)]
+        local ignore = kind == "read" and list[math.random(n)] or nil
+        local b, sole = core.blocker(list, kind, ours, ignore)
+        local rb, rsole = reference(list, kind, ours, ignore)
+        local what = table.concat(list, " ") .. " ours " .. ours ..
           " ignore " .. tostring(ignore) .. " kind " .. kind
         assert.equal(rb, b, what)
         if rb ~= nil then assert.equal(rsole, sole, what) end
