@@ -199,6 +199,9 @@ function T.run(name)
     :format(name, s.workers, s.holds, table.concat(fl, " "), s.overlaps,
       s.token_violations, s.lost_updates, tostring(s.final), s.accepted,
       s.unknown, s.rejected, s.incomplete, s.orphans, s.failed_acquires)
+  if s.first_overlap then
+    s.line = s.line .. "; first overlap: " .. s.first_overlap
+  end
   return s
 end
 

@@ -30,18 +30,27 @@ function C.parse(text)
 end
 
 --- Pairs of holds (of different workers or not) whose intervals overlap.
+-- @return count, holds, and the first overlapping pair as text (for the
+-- run's line: which workers, when, which tokens)
 function C.overlaps(workers)
   local all = {}
   for wi, w in ipairs(workers) do
-    for _, h in ipairs(w.holds) do all[#all + 1] = { h[1], h[2], wi } end
+    for _, h in ipairs(w.holds) do
+      all[#all + 1] = { h[1], h[2], wi, h[3] }
+    end
   end
   table.sort(all, function(a, b) return a[1] < b[1] end)
-  local n, last_end = 0, -math.huge
+  local n, last, first = 0, nil, nil
   for _, h in ipairs(all) do
-    if h[1] < last_end then n = n + 1 end
-    if h[2] > last_end then last_end = h[2] end
+    if last and h[1] < last[2] then
+      n = n + 1
+      first = first or ("worker %d [%.6f, %.6f] token %s and worker %d " ..
+        "[%.6f, %.6f] token %s"):format(last[3], last[1], last[2],
+        tostring(last[4]), h[3], h[1], h[2], tostring(h[4]))
+    end
+    if not last or h[2] > last[2] then last = h end
   end
-  return n, #all
+  return n, #all, first
 end
 
 --- Accepted fenced writes in the server's order (zxid) whose token is not
@@ -68,7 +77,7 @@ end
 -- @return summary table; summary.ok is true when nothing is wrong
 function C.check(workers, final, orphans, cycles, killed)
   local s = { workers = #workers, killed = killed or 0 }
-  s.overlaps, s.holds = C.overlaps(workers)
+  s.overlaps, s.holds, s.first_overlap = C.overlaps(workers)
   s.token_violations, s.accepted = C.token_violations(workers)
   s.rejected, s.unknown, s.failed_acquires = 0, 0, 0
   s.finished, s.incomplete = 0, 0

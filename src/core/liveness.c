@@ -53,6 +53,12 @@ double zkl_client_expiry(const zkl_client *c) {
   return c->heard + c->timeout_ms / 1000.0;
 }
 
+/* What the server's own clock may be behind ours (a tenth of the timeout),
+ * plus what it may not know of our activity: a follower tells the leader
+ * of the sessions it heard from only at its pings, every half tick, and a
+ * follower frozen right after answering us never does.  A tick is at most
+ * half the timeout (the server's minimum session timeout is two ticks), so
+ * that is up to a quarter of it (docs/design.md, section 9.2). */
 double zkl_client_margin(const zkl_client *c) {
-  return c->timeout_ms / 10000.0; /* a tenth of the session timeout */
+  return c->timeout_ms / 1000.0 * 0.35;
 }
