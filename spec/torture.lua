@@ -202,6 +202,9 @@ function T.run(name)
   if s.first_overlap then
     s.line = s.line .. "; first overlap: " .. s.first_overlap
   end
+  if s.failed_codes and s.failed_codes ~= "" then
+    s.line = s.line .. "; failed acquires by code: " .. s.failed_codes
+  end
   return s
 end
 

@@ -80,6 +80,7 @@ function C.check(workers, final, orphans, cycles, killed)
   s.overlaps, s.holds, s.first_overlap = C.overlaps(workers)
   s.token_violations, s.accepted = C.token_violations(workers)
   s.rejected, s.unknown, s.failed_acquires = 0, 0, 0
+  local codes = {}
   s.finished, s.incomplete = 0, 0
   for _, w in ipairs(workers) do
     for _, x in ipairs(w.writes) do
@@ -90,7 +91,10 @@ function C.check(workers, final, orphans, cycles, killed)
     if w.sent and w.sent > #w.writes then
       s.unknown = s.unknown + (w.sent - #w.writes)
     end
-    for _, n in pairs(w.failed) do s.failed_acquires = s.failed_acquires + n end
+    for code, n in pairs(w.failed) do
+      s.failed_acquires = s.failed_acquires + n
+      codes[code] = (codes[code] or 0) + n
+    end
     if w.done and w.done >= cycles then s.finished = s.finished + 1 end
   end
   -- a killed worker does not finish; every other one must
@@ -103,6 +107,10 @@ function C.check(workers, final, orphans, cycles, killed)
   s.lost_updates = final < lo and lo - final or final > hi and final - hi
     or 0
   s.orphans = orphans or 0
+  local fc = {}
+  for code, n in pairs(codes) do fc[#fc + 1] = code .. "=" .. n end
+  table.sort(fc)
+  s.failed_codes = table.concat(fc, " ")
   s.ok = s.overlaps == 0 and s.token_violations == 0 and s.lost_updates == 0
     and s.incomplete == 0 and s.orphans == 0
   return s
