@@ -242,6 +242,12 @@ end
 -- (zklock.metrics; weak: a hold never given back leaves nothing behind)
 local holds = setmetatable({}, WEAK_KEYS)
 
+-- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics)
+local function hold_began(f, att, wait)
+  metrics.acquire_ended(f.client, f.metric, wait, nil)
+  holds[att] = { since = now(), kind = f.metric }
+end
+
 -- max_hold: seconds the hold may last (nil: f's default, if any); read:
 -- a guarded node read with the acquire (not for leases)
 local function take(f, timeout, ignore, max_hold, read)
@@ -253,9 +259,8 @@ local function take(f, timeout, ignore, max_hold, read)
   else
     att, msg, code = take_node(f, timeout, ignore, max_hold, read)
   end
-  local t1 = now()
-  metrics.acquire_ended(f.client, f.metric, t1 - t0, code)
-  if att then holds[att] = { since = t1, kind = f.metric } end
+  if att then hold_began(f, att, now() - t0)
+  else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
   return att, msg, code
 end
 
@@ -281,6 +286,15 @@ local function give_back(client, att, held)
   return true
 end
 
+-- A plain get of `path` under a hold we have, answered as an attempt's
+-- read_result: data, version; nil (no such node); or nil, msg, code.
+local function read_held(client, timeout, path)
+  local data, version, code = call_op(client,
+    timeout or client:session_timeout(), "_get", path)
+  if data == nil and code == "no_node" then return nil end
+  return data, version, code
+end
+
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
 -- The same coroutine may acquire again: it then must release as often.
 -- `opts.max_hold` (seconds; default: the constructor's): the hold ends by
@@ -302,16 +316,13 @@ function Lock:acquire(timeout, opts)
   local own = f.owners[co]
   if own and not f.single then
     if not own.att:held() then return nil, "lock lost", "lock_lost" end
-    own.count = own.count + 1
     if read then -- held already: a plain read, still under the lock
-      local data, version, rcode = call_op(client,
-        timeout or client:session_timeout(), "_get", read)
-      if data == nil and rcode and rcode ~= "no_node" then
-        own.count = own.count - 1
-        return nil, version, rcode
-      end
-      return self, data, data ~= nil and version or nil
+      local data, version, rcode = read_held(client, timeout, read)
+      if data == nil and rcode then return nil, version, rcode end
+      own.count = own.count + 1
+      return self, data, version
     end
+    own.count = own.count + 1
     return self
   end
   local ignore
@@ -329,34 +340,19 @@ function Lock:acquire(timeout, opts)
   local downgrade = ignore ~= nil
   local att
   local cached = f.lingering -- lock caching: the node we kept, if any
-  if cached then
-    f.lingering = nil
-    if cached:relock(max_hold or f.max_hold) then -- held, no request sent
-      att = cached
-      metrics.acquire_ended(client, f.metric, 0, nil)
-      holds[att] = { since = now(), kind = f.metric }
-      if read then -- (a plain get, under the lock)
-        local d, v, rcode = call_op(client,
-          timeout or client:session_timeout(), "_get", read)
-        if d == nil and rcode and rcode ~= "no_node" then
-          give_back(client, att)
-          return nil, v, rcode
-        end
-        own = { att = att, count = 1, downgrade = downgrade }
-        f.owners[co] = own
-        if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
-        if hooks.held then hooks.held(self, co) end
-        return self, d, d ~= nil and v or nil
-      end
-    end
-  end
-  if not att then
+  f.lingering = nil
+  if cached and cached:relock(max_hold or f.max_hold) then
+    att = cached -- held, no request sent
+    hold_began(f, att, 0)
+  else
     att, msg, code = take(f, timeout, ignore, max_hold, read)
+    if not att then return nil, msg, code end
   end
-  if not att then return nil, msg, code end
   local data, version
-  if read and att ~= cached then
-    data, version, code = att:read_result()
+  if read then
+    -- (a reused node read nothing with its acquire: a plain get now)
+    if att == cached then data, version, code = read_held(client, timeout, read)
+    else data, version, code = att:read_result() end
     if data == nil and code then -- a read refused (no auth...): let go
       give_back(client, att)
       return nil, version, code

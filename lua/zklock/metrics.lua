@@ -8,8 +8,6 @@
 -- observation. Buckets of different clients and processes add up, which
 -- is how zklock.ngx merges its workers.
 -- @module zklock.metrics
-local core = require "zklock.core"
-
 local M = {}
 
 local log, floor, huge = math.log, math.floor, math.huge
@@ -21,8 +19,6 @@ local BASE = 1e-6 -- s: the lower bound of bucket 0
 local SUB = 8 -- buckets per doubling
 local SCALE = SUB / log(2)
 
-M.KINDS = { "mutex", "semaphore_mutex", "rwlock.read", "rwlock.write",
-  "semaphore" }
 M.COUNTERS = { "acquires", "timeouts", "errors", "releases", "losses" }
 M.QUANTILES = { 0.5, 0.9, 0.99 }
 
@@ -278,5 +274,4 @@ function M.prometheus(kinds)
   return concat(out, "\n") .. "\n"
 end
 
-M.now = core.now
 return M

@@ -169,18 +169,20 @@ local function log(level, msg)
 end
 R.log = log
 
--- Pass the C client's queued lines to the logger (called on every dispatch).
+-- Pass the C client's queued lines to `send` (default: the logger; called
+-- on every dispatch), with a word on lines a full queue dropped.
 local log_pop = core.log_pop
-local function drain_log()
-  if not logger then return end
+local function drain_log(send)
+  send = send or (logger and log)
+  if not send then return end
   while true do
     local line, level, dropped = log_pop()
     if dropped > 0 then
-      log("warn", ("%d lines of the ZooKeeper client's log dropped " ..
+      send("warn", ("%d lines of the ZooKeeper client's log dropped " ..
         "(queue full)"):format(dropped))
     end
     if not line then return end
-    log(level, line)
+    send(level, line)
   end
 end
 R.drain_log = drain_log
@@ -192,13 +194,7 @@ function R.current_logger() return logger end
 function R.set_logger(fn)
   logger = fn
   core.log_capture(fn ~= nil)
-  if not fn then -- what was queued goes out the plain way
-    while true do
-      local line, level = log_pop()
-      if not line then break end
-      to_stderr(level, line)
-    end
-  end
+  if not fn then drain_log(to_stderr) end -- (what was queued goes out)
 end
 
 local function report(what, err)

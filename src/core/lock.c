@@ -348,6 +348,13 @@ void lock_watch_dir(zkl_lock *l) {
 
 /* Where a listing puts us: held, or waiting (watched: the listing came
  * with a watch, which is set already). */
+/* Our queued node is not in the listing (someone deleted it): queue again,
+ * behind everyone, unless we were giving it up anyway. */
+static void lock_requeue(zkl_lock *l) {
+  lock_set_node(l, NULL);
+  if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+}
+
 /* Watch `name`, the node that holds us back (sole: it alone does). */
 static void lock_wait_for(zkl_lock *l, const char *name, int sole) {
   zkl_req *r;
@@ -374,8 +381,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
     int sole;
     if (!zkl_names_scan(l->kind, sv->data, sv->count, l->node, l->ignore,
                         &blocker, &sole)) {
-      lock_set_node(l, NULL); /* deleted by someone else: queue again */
-      if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+      lock_requeue(l);
     } else if (!blocker) {
       lock_hold(l);
     } else {
@@ -389,10 +395,8 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
                      zkl_markers(zkl_kind_family(l->kind)), e);
   idx = zkl_names_find(e, n, l->node);
   if (idx < 0) {
-    /* someone deleted our queued node: queue again, behind everyone */
     free(e);
-    lock_set_node(l, NULL);
-    if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
+    lock_requeue(l);
     return;
   }
   if (l->kind == ZKL_KIND_LEASE) {
@@ -407,12 +411,10 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
     }
     return;
   }
+  /* (here only a mutex of several holders: testing.broken_mutex; its
+   * waiters always list again) */
   b = zkl_names_blocker(l->kind, l->max_leases, e, idx, l->ignore);
-  if (b < 0)
-    lock_hold(l);
-  else
-    lock_wait_for(l, e[b].name, zkl_names_sole_blocker(l->kind,
-                  l->max_leases, e, idx, b, l->ignore));
+  if (b < 0) lock_hold(l); else lock_wait_for(l, e[b].name, 0);
   free(e);
 }
 

@@ -142,26 +142,6 @@ int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
   }
 }
 
-int zkl_names_sole_blocker(int kind, int max_leases, const zkl_entry *e,
-                           int idx, int b, const char *ignore) {
-  int j;
-  if (b < 0 || b >= idx || kind == ZKL_KIND_LEASE) return 0;
-  switch (kind) {
-  case ZKL_KIND_READ:
-    /* no other writer ahead of us (our own, the write holder's, aside) */
-    for (j = idx - 1; j >= 0; j--)
-      if (j != b && e[j].which == 1 &&
-          !(ignore && strcmp(e[j].name, ignore) == 0))
-        return 0;
-    return 1;
-  case ZKL_KIND_WRITE:
-    return idx == 1; /* nobody else ahead */
-  default:
-    if (max_leases < 1) max_leases = 1;
-    return idx == max_leases; /* (a mutex: the one ahead of us) */
-  }
-}
-
 /* (seq, name) of a against b, the order zkl_names_sort gives */
 static int names_before(uint32_t sa, const char *a, uint32_t sb,
                         const char *b) {

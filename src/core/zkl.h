@@ -114,18 +114,14 @@ int zkl_names_find(const zkl_entry *e, int n, const char *name);
  * held back by it. */
 int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
                       const char *ignore);
-/* Whether e[b], the blocker of e[idx], is the only node that holds it back:
- * with e[b] gone and nothing else changed, e[idx] holds.  Sequence numbers
- * only grow, so no node can come in ahead of e[idx]: the deletion of such
- * a sole blocker means we hold, without listing again (docs/design.md,
- * section 4.4).  Never for leases (their count decides, not an order). */
-int zkl_names_sole_blocker(int kind, int max_leases, const zkl_entry *e,
-                           int idx, int b, const char *ignore);
-/* The same verdict in one pass over an unsorted listing, for a mutex (one
- * holder), a latch, a read or a write lock: O(n), no allocation, for the
- * completion thread that holds the client's mutex.  0: `ours` is not in
- * `names`; 1: *blocker is the name to wait for (NULL: we hold), *sole as
- * zkl_names_sole_blocker says. */
+/* zkl_names_blocker's verdict in one pass over an unsorted listing, for a
+ * mutex (one holder), a latch, a read or a write lock: O(n), no
+ * allocation, for the completion thread that holds the client's mutex.
+ * 0: `ours` is not in `names`; 1: *blocker is the name to wait for (NULL:
+ * we hold), and *sole whether it alone holds us back: with it gone and
+ * nothing else changed, we hold.  Sequence numbers only grow, so no node
+ * can come in ahead of ours: the deletion of a sole blocker means we hold,
+ * without listing again (docs/design.md, section 4.4). */
 int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
                    const char *ignore, const char **blocker, int *sole);
 /* The holders of a listing sorted with `family`'s markers: their indexes
