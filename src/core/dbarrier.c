@@ -219,8 +219,7 @@ static void dbarrier_cancel(zkl_op *op) {
  * gone already: fine) */
 static void dbarrier_drop(zkl_op *op) {
   int deleting = op->cancel && op->stage == D_DELOURS;
-  op->cancel = 1;
-  zkl_task_set_watch(&op->t, NULL);
+  zkl_op_stop(op);
   if (!deleting) {
     if (zkl_client_usable(op->t.c, NULL)) zkl_op_goto(op, D_DELOURS);
     else zkl_op_finish(op, ZOK, NULL); /* (the session took it) */

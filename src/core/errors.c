@@ -70,6 +70,12 @@ void zkl_seterr(zkl_error *e, int code, const char *fmt, ...) {
   va_end(ap);
 }
 
+void zkl_seterr_maybe(zkl_error *e, const char *what) {
+  zkl_seterr(e, ZKL_ECONNECTION_LOSS, "%s: the connection was cut with it "
+             "in flight, and it could not be confirmed since: it may have "
+             "been applied", what);
+}
+
 void zkl_seterr_rc(zkl_error *e, int rc, const char *what) {
   zkl_seterr(e, zkl_code_from_rc(rc), "%s: %s%s%s", zkl_rc_name(rc),
              zerror(rc), what ? " " : "", what ? what : "");

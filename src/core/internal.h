@@ -2,7 +2,7 @@
  *
  * The house (docs/design.md, "Source map"), bottom up; a file uses only
  * those above it, and the session calls tasks only through their class:
- *   errors.c util.c names.c acl.c   pure helpers
+ *   errors.c log.c util.c names.c acl.c   helpers
  *   notify.c    change counter, condvar wait, wake-up socket, ready list,
  *               the event queue: how ZooKeeper's threads wake Lua
  *   liveness.c  what the session knows of the server: usable, last heard
@@ -11,8 +11,9 @@
  *               parent creation, references
  *   session.c   the zhandle, its watcher, the timer thread, renewal;
  *               dispatches every event to the tasks through zkl_task_class
- *   lock.c      the lock state machine (a task); locksession.c its class,
- *               lockapi.c the Lua thread's side (lock.h between them)
+ *   locknode.c guard.c lock.c linger.c   the lock state machine (a
+ *               task), bottom up; locksession.c its class, lockapi.c the
+ *               Lua thread's side (attempt.h between them)
  *   op.c        the base of ops Lua polls for   (a task)
  *   oneshot.c write.c barrier.c dbarrier.c holders.c  the ops (each an op)
  *
@@ -99,6 +100,16 @@ int zkl_zh_usable(zhandle_t *zh); /* not expired, not refused */
 /* The session is gone (expired, closed): so is every ephemeral node. */
 int zkl_is_gone(int rc);
 struct timespec zkl_abstime(double end); /* zkl_now time -> timedwait */
+/* Set-or-create, as zk:set, the fenced write and the write with a release
+ * do it: what follows a write refused with rc, the last try a create
+ * (creating) or a set. */
+enum { ZKL_WRITE_FAIL, ZKL_WRITE_SET, ZKL_WRITE_CREATE, ZKL_WRITE_PARENTS };
+int zkl_write_next(int rc, int creating);
+/* The multi-op of that try: create path (name: the created name) or set
+ * it (st: its new stat), with the client's ACL. */
+void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
+                       const char *data, int len, int creating,
+                       struct Stat *st, char *name, int namelen);
 
 /* ---- notify.c (mu held) ------------------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
@@ -180,6 +191,7 @@ int zkl_task_init(zkl_task *t, const zkl_task_class *cls, zkl_client *c,
 void zkl_task_link(zkl_task *t);  /* on the client's list (mu held) */
 void zkl_task_unref(zkl_task *t); /* the last one frees (mu held) */
 void zkl_task_keep(zkl_task *t);  /* work left without a box: selfref */
+void zkl_task_unkeep(zkl_task *t); /* that work ended (may free t) */
 void zkl_task_set_watch(zkl_task *t, char *path); /* takes path */
 int zkl_task_watches(const zkl_task *t, const char *path);
 void zkl_task_notify(zkl_task *t); /* its waiters look again */
@@ -191,14 +203,25 @@ void zkl_task_settle(zkl_task *t);
 /* A failure: cut connection -> redo on reconnect; else finish. */
 void zkl_task_trouble(zkl_task *t, int rc, const char *what);
 zkl_req *zkl_task_req(zkl_task *t, int kind); /* tagged with the epoch */
+/* The task moves on: a new epoch (older replies are ignored), nothing to
+ * redo. */
+void zkl_task_move(zkl_task *t);
 /* After sending r (rc: the send's result; r NULL: out of memory):
  * 1 when it went, else it is undone and the task in trouble. */
 int zkl_task_sent(zkl_task *t, zkl_req *r, int rc, const char *what);
+/* A send that failed (rc) where the task itself decides what follows: r
+ * (if any) is undone; 1 when the connection was cut (then redo is set:
+ * sent again on reconnect), 0 for any other failure. */
+int zkl_task_unsent(zkl_task *t, zkl_req *r, int rc);
 /* A completion's first and last words: take the mutex, note that the
  * server heard us; the task, or NULL when the reply is of an older epoch.
  * leave: waiters look again, r is done, the mutex let go. */
 zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp);
 void zkl_task_leave(zkl_req *r);
+/* The same for a request tagged with something else than the epoch: the
+ * caller judges r->epoch itself; leave_if wakes waiters only on news. */
+zkl_req *zkl_task_enter_req(const void *data, int rc);
+void zkl_task_leave_if(zkl_req *r, int news);
 /* Create the parents of target (and target itself when self_too) as
  * containers; then cls->parents_made, or finish/trouble. */
 void zkl_task_parents(zkl_task *t, const char *target, int self_too);
@@ -247,6 +270,8 @@ zkl_op *zkl_op_new(size_t size, const zkl_op_class *cls, zkl_client *c,
 /* Link and start it (Lua thread), or free it and fail with err. */
 zkl_op *zkl_op_start(zkl_op *op, zkl_error *err);
 void zkl_op_goto(zkl_op *op, int stage); /* new epoch, send the stage */
+/* Nobody waits for the outcome any more, nor for a watch. */
+void zkl_op_stop(zkl_op *op);
 void zkl_op_finish(zkl_op *op, int rc, const char *what);
 void zkl_op_parents(zkl_op *op, const char *target);
 /* The class entries most ops share. */

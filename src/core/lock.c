@@ -2,11 +2,16 @@
  * driven by asynchronous completions on ZooKeeper's completion thread.
  *
  *   IDLE -> CREATING (create + pipelined listing) -> HELD
- *                    \-> WATCHING (get-with-watch on one predecessor)
+ *                    \-> WATCHING (get-with-watch on one predecessor;
+ *                          a lease: a children watch of its directory)
  *                          -> LISTING (on its deletion) -> HELD | WATCHING
  *   missing parent: PARENTS (containers) -> CREATING
  *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
- *   release / timeout / __gc: DELETING -> DONE
+ *   release / timeout / __gc: DELETING -> DONE  (locknode.c; with a
+ *     guarded write, DELETING is guard.c's multi)
+ *   release with linger: HELD -> LINGER -> HELD again | DELETING
+ *     (linger.c)
+ *   a failure that is not a cut connection: FAILED
  *
  * From the create's reply on, a get-with-watch on our own node ("self
  * watch") tells us when it goes: deleted by anyone but us while HELD, the
@@ -21,75 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h"
-
-void lock_list(zkl_lock *l);
-void lock_delete(zkl_lock *l);
-
-/* ---- the task's own parts ----------------------------------------------- */
-
-void lock_free(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
-  free(l->prefix); free(l->data); free(l->ignore); free(l->node);
-  if (l->g) {
-    free(l->g->rpath); free(l->g->rdata); free(l->g->wpath);
-    free(l->g->wdata); free(l->g);
-  }
-  free(l);
-}
-
-/* Our node becomes `name` (a copy is kept) or none: replies and events
- * about the previous one no longer apply (self_gen). */
-static void lock_set_node(zkl_lock *l, const char *name) {
-  free(l->node);
-  l->node = name ? strdup(name) : NULL;
-  l->self_gen++;
-  l->self_live = 0;
-  l->revoke_version = -1;
-}
-
-static char *lock_nodepath(const zkl_lock *l) {
-  return l->node ? zkl_join(l->t.path, l->node) : NULL;
-}
-
-/* A hold ends without its owner's word: on_lost callbacks are queued. */
-void lock_lost_event(zkl_lock *l) {
-  if (l->lost) return;
-  l->lost = 1;
-  if (l->node) {
-    char *full = lock_nodepath(l);
-    if (full) zkl_event_push(l->t.c, ZKL_EV_LOST, full);
-    free(full);
-  }
-  l->t.c->n_lost++;
-}
-
-/* The lock can no longer be had: finish as DONE when it was given up, as
- * FAILED with the error otherwise.  A dead session took our node along. */
-void lock_finish(zkl_task *t, int rc, const char *what_) {
-  zkl_lock *l = LOCK(t);
-  char what[256]; /* what_ may be l->node or the watch, freed below */
-  if (l->g && l->g->wparents && l->state == L_DELETING && l->node &&
-      !zkl_is_gone(rc)) {
-    /* the guarded node's parents could not be made: not written, and our
-     * node still goes */
-    l->g->wparents = 0;
-    l->g->wdone = 1;
-    l->g->wrc = rc;
-    lock_delete(l);
-    return;
-  }
-  snprintf(what, sizeof what, "%s", what_ ? what_ : "");
-  if (zkl_is_gone(rc)) lock_set_node(l, NULL);
-  if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
-  if (l->abandon) {
-    l->state = L_DONE;
-  } else {
-    l->state = L_FAILED;
-    zkl_task_seterr(t, rc, what_ ? what : NULL);
-  }
-  zkl_task_settle(t);
-}
+#include "attempt.h"
 
 static zkl_req *lock_req(zkl_lock *l, int kind) {
   return zkl_task_req(&l->t, kind);
@@ -110,7 +47,7 @@ void lock_parents_made(zkl_task *t) {
   zkl_lock *l = LOCK(t);
   if (l->g && l->g->wparents) { /* the guarded node's, for the write */
     l->g->wparents = 0;
-    lock_write(l);
+    guard_write(l);
   } else {
     lock_create(l);
   }
@@ -154,9 +91,8 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
 void lock_create(zkl_lock *l) {
   zkl_req *r;
   int rc;
-  l->t.epoch++;
+  zkl_task_move(&l->t);
   l->state = L_CREATING;
-  l->t.redo = 0;
   l->list_piped = 0;
   r = lock_req(l, R_CREATE);
   rc = r ? zoo_acreate2(l->t.c->zh, l->prefix, l->data, l->datalen,
@@ -231,13 +167,10 @@ void lock_node_gone(zkl_lock *l) {
  * (tagged with self_gen, not the epoch: its own enter) */
 static void lock_self_cb(int rc, const char *v, int vlen,
                          const struct Stat *st, const void *data) {
-  zkl_req *r = (zkl_req *)data;
-  zkl_client *c = r->c; /* (read before r is freed) */
+  zkl_req *r = zkl_task_enter_req(data, rc);
   zkl_lock *l = LOCK(r->t);
   int news = 0; /* anything a waiter must look at? (mostly not: then
                    nobody is woken, which keeps the cycle at the floor) */
-  pthread_mutex_lock(&c->mu);
-  zkl_client_heard(c, r->sent, rc);
   if (r->epoch == l->self_gen && l->node) {
     if (rc == ZOK) {
       l->self_live = 1; /* (the get set the watch) */
@@ -253,7 +186,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
         char *full = lock_nodepath(l);
         l->revoke_version = st->version;
-        if (full) zkl_event_push(c, ZKL_EV_REVOKE, full);
+        if (full) zkl_event_push(l->t.c, ZKL_EV_REVOKE, full);
         free(full);
         news = 1;
       }
@@ -262,10 +195,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
       news = 1;
     } /* cut: armed again on reconnect */
   }
-  if (news) zkl_client_touch(c, l->t.wake_id);
-  zkl_req_done(r);
-  if (news) zkl_client_changed(c);
-  pthread_mutex_unlock(&c->mu);
+  zkl_task_leave_if(r, news);
 }
 
 /* Get-with-watch on our own node (dedupes with one already set: one watch
@@ -307,7 +237,7 @@ static void lock_hold(zkl_lock *l) {
      * the listing that made us holder, or goes now (a sole predecessor's
      * deletion made us holder without a listing) */
     l->g->rpending = 1;
-    if (l->g->rflight != l->t.epoch) lock_read_send(l);
+    if (l->g->rflight != l->t.epoch) guard_read(l);
   } else {
     zkl_task_notify(&l->t);
   }
@@ -336,9 +266,8 @@ static void lock_dir_cb(int rc, const struct String_vector *sv,
 void lock_watch_dir(zkl_lock *l) {
   zkl_req *r;
   int rc;
-  l->t.epoch++;
+  zkl_task_move(&l->t);
   l->state = L_WATCHING;
-  l->t.redo = 0;
   zkl_task_set_watch(&l->t, strdup(l->t.path));
   r = l->t.watch ? lock_req(l, R_LIST) : NULL;
   rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, lock_dir_cb, r)
@@ -510,223 +439,7 @@ void lock_list(zkl_lock *l) {
   if (l->state == L_CREATING) l->list_piped = 1;
   /* the guarded read rides right behind: valid if this listing makes us
    * holder (section 4.12) */
-  if (l->g && l->g->rpath) lock_read_send(l);
-}
-
-/* ---- the guarded node: read with the acquire ---------------------------- */
-
-static void lock_read_cb(int rc, const char *v, int vlen,
-                         const struct Stat *st, const void *data) {
-  zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
-  lock_guard *g = l ? l->g : NULL;
-  if (g) {
-    g->rflight = -1;
-    if (l->state == L_HELD && g->rpending && !zkl_is_cut(rc)) {
-      /* sent after the listing (or the deletion) that made us holder:
-       * what it read was there while we held */
-      free(g->rdata);
-      g->rdata = NULL;
-      g->rlen = 0;
-      g->rrc = rc;
-      if (rc == ZOK && st) g->rstat = *st;
-      if (rc == ZOK && v && vlen > 0) {
-        g->rdata = malloc((size_t)vlen);
-        if (g->rdata) { memcpy(g->rdata, v, (size_t)vlen); g->rlen = vlen; }
-        else g->rrc = ZSYSTEMERROR;
-      }
-      g->rpending = 0;
-      zkl_task_notify(&l->t);
-    } /* (not holding: the listing said wait, so it is stale; cut: sent
-         again on reconnect) */
-  }
-  zkl_task_leave(r);
-}
-
-void lock_read_send(zkl_lock *l) {
-  zkl_req *r = lock_req(l, R_READ);
-  int rc = r ? zoo_aget(l->t.c->zh, l->g->rpath, 0, lock_read_cb, r)
-             : ZSYSTEMERROR;
-  if (lock_sent(l, r, rc, l->g->rpath)) l->g->rflight = l->t.epoch;
-}
-
-/* ---- lock caching: a released hold lingers ------------------------------ */
-
-/* The directory's children, with a watch: any node but ours is a
- * contender (zklock, Curator, kazoo alike), and from then on the node is
- * not reused: deleted now if lingering, at the end of the hold if held
- * again (docs/design.md, section 4.13). */
-static void lock_contenders_cb(int rc, const struct String_vector *sv,
-                               const void *data) {
-  zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
-  if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
-    if (rc == ZOK && sv) {
-      int i;
-      for (i = 0; i < sv->count; i++)
-        if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
-      if (l->contended && l->state == L_LINGER) lock_release_locked(l);
-    } else if (!zkl_is_cut(rc)) {
-      l->contended = 1; /* cannot watch: no reuse */
-      if (l->state == L_LINGER) lock_release_locked(l);
-    } /* cut: listed again on reconnect */
-  }
-  zkl_task_leave(r);
-}
-
-void lock_contenders(zkl_lock *l) {
-  zkl_req *r;
-  int rc;
-  if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
-    zkl_task_set_watch(&l->t, strdup(l->t.path));
-  l->lingers = 1;
-  r = lock_req(l, R_CONTENDERS);
-  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, lock_contenders_cb,
-                             r)
-         : ZSYSTEMERROR;
-  if (rc != ZOK) {
-    if (r) zkl_req_done(r);
-    if (!zkl_is_cut(rc)) { /* cannot watch: no caching */
-      l->contended = 1;
-      if (l->state == L_LINGER) lock_release_locked(l);
-    }
-  }
-}
-
-/* ---- giving our node back ----------------------------------------------- */
-
-static void lock_delete_cb(int rc, const void *data) {
-  zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
-  if (l && l->state == L_DELETING) {
-    if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
-        rc == ZCLOSING || rc == ZINVALIDSTATE) {
-      lock_set_node(l, NULL);
-      lock_finish(&l->t, ZOK, NULL);
-    } else if (zkl_is_cut(rc)) {
-      l->t.redo = 1;
-    } else {
-      lock_finish(&l->t, ZOK, NULL); /* e.g. no auth to delete: nothing more */
-    }
-  }
-  zkl_task_leave(r);
-}
-
-void lock_delete(zkl_lock *l) {
-  zkl_req *r;
-  char *full;
-  int rc;
-  if (!l->node) { lock_finish(&l->t, ZOK, NULL); return; }
-  if (!zkl_client_usable(l->t.c, NULL)) {
-    lock_finish(&l->t, ZOK, NULL); /* the node goes with the session */
-    return;
-  }
-  l->t.epoch++;
-  l->state = L_DELETING;
-  l->t.redo = 0;
-  zkl_task_set_watch(&l->t, NULL);
-  full = lock_nodepath(l);
-  r = full ? lock_req(l, R_DELETE) : NULL;
-  rc = r ? zoo_adelete(l->t.c->zh, full, -1, lock_delete_cb, r)
-         : ZSYSTEMERROR;
-  free(full);
-  if (rc != ZOK) {
-    if (r) zkl_req_done(r);
-    if (zkl_is_cut(rc)) l->t.redo = 1;
-    else lock_finish(&l->t, ZOK, NULL);
-  }
-}
-
-/* ---- the guarded node: written with the release ------------------------ */
-
-/* The multi-op ended the hold: our node is gone, with the write or
- * without it (section 4.12). */
-static void lock_write_end(zkl_lock *l, int wrc) {
-  l->g->wdone = 1;
-  l->g->wrc = wrc;
-  lock_set_node(l, NULL);
-  lock_finish(&l->t, ZOK, NULL);
-}
-
-static void lock_write_cb(int rc, const void *data) {
-  zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
-  lock_guard *g = l ? l->g : NULL;
-  if (g && l->state == L_DELETING && g->wpath && !g->wdone) {
-    int werr = g->mres[0].err, derr = g->mres[1].err;
-    if (zkl_is_cut(rc)) {
-      l->t.redo = 1;  /* sent again on reconnect: if it was applied, our
-                         node is gone and the retry fails as a whole */
-      g->wmaybe = 1;
-    } else if (rc == ZOK) {
-      g->wversion = g->wcreate ? 0 : g->wstat.version;
-      g->wzxid = g->wcreate ? 0 : g->wstat.mzxid;
-      lock_write_end(l, ZOK);
-    } else if (derr == ZNONODE) {
-      lock_write_end(l, ZNONODE); /* our node is gone: the hold was lost */
-    } else if (werr == ZNONODE && !g->wcreate) {
-      g->wcreate = 1; /* the guarded node is missing: create it */
-      lock_write(l);
-    } else if (werr == ZNONODE) {
-      g->wparents = 1; /* and its parent too: containers first */
-      zkl_task_parents(&l->t, g->wpath, 0);
-    } else if (werr == ZNODEEXISTS && g->wcreate) {
-      g->wcreate = 0; /* someone made it meanwhile: set it */
-      lock_write(l);
-    } else if (rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
-               rc == ZINVALIDSTATE) {
-      /* the node goes with the session; a closing handle may have sent
-       * the multi before it stopped: maybe applied */
-      if (rc != ZSESSIONEXPIRED) g->wmaybe = 1;
-      lock_write_end(l, rc);
-    } else {
-      /* refused (no parent, no auth, too big): not written; the lock is
-       * released all the same */
-      g->wdone = 1;
-      g->wrc = werr != ZOK && werr != ZRUNTIMEINCONSISTENCY ? werr : rc;
-      lock_delete(l);
-    }
-  }
-  zkl_task_leave(r);
-}
-
-void lock_write(zkl_lock *l) {
-  lock_guard *g = l->g;
-  char *full;
-  zkl_req *r;
-  int rc;
-  g->wparents = 0;
-  if (!zkl_client_usable(l->t.c, NULL) || !zkl_zh_usable(l->t.c->zh)) {
-    /* (a multi on a dead handle: the client frees paths it never set) */
-    lock_write_end(l, ZINVALIDSTATE);
-    return;
-  }
-  full = lock_nodepath(l);
-  l->t.epoch++;
-  l->state = L_DELETING;
-  l->t.redo = 0;
-  zkl_task_set_watch(&l->t, NULL);
-  if (g->wcreate)
-    zoo_create_op_init(&g->mops[0], g->wpath, g->wdata, g->wlen,
-                       &l->t.c->acl, 0, g->wname, sizeof g->wname);
-  else
-    zoo_set_op_init(&g->mops[0], g->wpath, g->wdata, g->wlen, -1,
-                    &g->wstat);
-  if (full) zoo_delete_op_init(&g->mops[1], full, -1);
-  memset(g->mres, 0, sizeof g->mres);
-  r = full ? lock_req(l, R_WRITE) : NULL;
-  rc = r ? zoo_amulti(l->t.c->zh, 2, g->mops, g->mres, lock_write_cb, r)
-         : ZSYSTEMERROR;
-  if (rc == ZOK) g->wsent = 1;
-  /* (the multi copies the paths it sends: full may go) */
-  free(full);
-  if (rc != ZOK) {
-    if (r) zkl_req_done(r);
-    if (zkl_is_cut(rc)) { l->t.redo = 1; return; }
-    g->wdone = 1; /* not sent: not written; our node goes the plain way */
-    g->wrc = rc;
-    lock_delete(l);
-  }
+  if (l->g && l->g->rpath) guard_read(l);
 }
 
 void lock_release_locked(zkl_lock *l) {

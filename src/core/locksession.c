@@ -4,7 +4,7 @@
  * the attempt through (zkl_lock_class); the moves are lock.c's. */
 #include <string.h>
 
-#include "lock.h"
+#include "attempt.h"
 
 /* ---- what the session tells us ------------------------------------------ */
 
@@ -23,17 +23,17 @@ static void lock_on_connected(zkl_task *t) {
     break;
   case L_DELETING:
     if (!l->t.redo) break;
-    if (l->g && l->g->wpath && !l->g->wdone) lock_write(l); /* again */
+    if (l->g && l->g->wpath && !l->g->wdone) guard_write(l); /* again */
     else lock_delete(l);
     break;
   case L_HELD:
     lock_watch_self(l); /* still there? (and revoked?) */
-    if (l->g && l->g->rpending) lock_read_send(l); /* (it was cut) */
-    if (l->lingers) lock_contenders(l); /* (anyone while we were away?) */
+    if (l->g && l->g->rpending) guard_read(l); /* (it was cut) */
+    if (l->lingers) linger_watch(l); /* (anyone while we were away?) */
     break;
   case L_LINGER:
     lock_watch_self(l);
-    lock_contenders(l);
+    linger_watch(l);
     break;
   default: break;
   }
@@ -53,7 +53,7 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
   size_t n;
   if (zkl_task_watches(t, path) && l->lingers &&
       (l->state == L_LINGER || l->state == L_HELD)) {
-    lock_contenders(l); /* the directory changed: who is there? */
+    linger_watch(l); /* the directory changed: who is there? */
     return ZKL_ABOUT_WAITED;
   }
   if (zkl_task_watches(t, path)) {
@@ -93,7 +93,7 @@ static void lock_on_closing(zkl_task *t, zkl_req *r) {
 static void lock_on_closed(zkl_task *t) {
   zkl_lock *l = LOCK(t);
   if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
-    if (t->selfref) { t->selfref = 0; zkl_task_unref(t); }
+    zkl_task_unkeep(t);
     return;
   }
   lock_finish(t, ZCLOSING, NULL);

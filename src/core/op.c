@@ -30,9 +30,8 @@ void zkl_op_task_finish(zkl_task *t, int rc, const char *what) {
 }
 
 void zkl_op_goto(zkl_op *op, int stage) {
-  op->t.epoch++;
+  zkl_task_move(&op->t);
   op->stage = stage;
-  op->t.redo = 0;
   if (op->done) return;
   if (!zkl_client_usable(op->t.c, NULL)) {
     op->t.cls->finish(&op->t, ZINVALIDSTATE, NULL);
@@ -153,8 +152,7 @@ unsigned long zkl_op_set_wake(zkl_op *op, unsigned id) {
   return zkl_task_set_wake(&op->t, id);
 }
 
-/* stop waiting for it: nobody waits for a watch any more */
-static void op_stop(zkl_op *op) {
+void zkl_op_stop(zkl_op *op) {
   op->cancel = 1;
   zkl_task_set_watch(&op->t, NULL);
 }
@@ -164,7 +162,7 @@ int zkl_op_cancel(zkl_op *op) {
   pthread_mutex_lock(&op->t.c->mu);
   if (!op->done && !op->cancel) {
     cancelled = 1;
-    op_stop(op);
+    zkl_op_stop(op);
     if (ZKL_OP_CLASS(op)->cancel) ZKL_OP_CLASS(op)->cancel(op);
     else op->t.cls->finish(&op->t, ZOK, NULL);
   }
@@ -179,7 +177,7 @@ void zkl_op_drop(zkl_op *op) {
     if (ZKL_OP_CLASS(op)->drop) {
       ZKL_OP_CLASS(op)->drop(op);
     } else {
-      op_stop(op);
+      zkl_op_stop(op);
       op->t.cls->finish(&op->t, ZOK, NULL);
     }
     if (!op->done) zkl_task_keep(&op->t); /* a deletion left: see it through */

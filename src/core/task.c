@@ -79,6 +79,12 @@ void zkl_task_keep(zkl_task *t) {
   t->refs++;
 }
 
+void zkl_task_unkeep(zkl_task *t) {
+  if (!t->selfref) return;
+  t->selfref = 0;
+  zkl_task_unref(t);
+}
+
 void zkl_task_set_watch(zkl_task *t, char *path) {
   free(t->watch);
   t->watch = path;
@@ -108,10 +114,7 @@ void zkl_task_settle(zkl_task *t) {
   t->epoch++;
   zkl_task_set_watch(t, NULL); /* only now: `what` may have been t->watch */
   zkl_task_notify(t);
-  if (t->selfref) {
-    t->selfref = 0;
-    zkl_task_unref(t);
-  }
+  zkl_task_unkeep(t);
 }
 
 void zkl_task_trouble(zkl_task *t, int rc, const char *what) {
@@ -121,6 +124,11 @@ void zkl_task_trouble(zkl_task *t, int rc, const char *what) {
 
 zkl_req *zkl_task_req(zkl_task *t, int kind) {
   return zkl_req_new(t->c, t, t->epoch, kind);
+}
+
+void zkl_task_move(zkl_task *t) {
+  t->epoch++;
+  t->redo = 0;
 }
 
 int zkl_task_sent(zkl_task *t, zkl_req *r, int rc, const char *what) {
@@ -134,21 +142,35 @@ int zkl_task_sent(zkl_task *t, zkl_req *r, int rc, const char *what) {
   return 0;
 }
 
-zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp) {
+int zkl_task_unsent(zkl_task *t, zkl_req *r, int rc) {
+  if (r) zkl_req_done(r);
+  if (!zkl_is_cut(rc)) return 0;
+  t->redo = 1;
+  return 1;
+}
+
+zkl_req *zkl_task_enter_req(const void *data, int rc) {
   zkl_req *r = (zkl_req *)data;
   pthread_mutex_lock(&r->c->mu);
   zkl_client_heard(r->c, r->sent, rc);
+  return r;
+}
+
+zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp) {
+  zkl_req *r = zkl_task_enter_req(data, rc);
   *rp = r;
   return r->t->epoch == r->epoch ? r->t : NULL;
 }
 
-void zkl_task_leave(zkl_req *r) {
+void zkl_task_leave_if(zkl_req *r, int news) {
   zkl_client *c = r->c;
-  zkl_client_touch(c, r->t->wake_id);
+  if (news) zkl_client_touch(c, r->t->wake_id);
   zkl_req_done(r);
-  zkl_client_changed(c); /* whatever moved, waiters look again */
+  if (news) zkl_client_changed(c); /* whatever moved, waiters look again */
   pthread_mutex_unlock(&c->mu);
 }
+
+void zkl_task_leave(zkl_req *r) { zkl_task_leave_if(r, 1); }
 
 unsigned long zkl_task_set_wake(zkl_task *t, unsigned id) {
   unsigned long gen;
@@ -186,8 +208,7 @@ void zkl_task_parents(zkl_task *t, const char *target, int self_too) {
   char *p = strdup(target), *s;
   int failed = 0;
   if (!p) { t->cls->finish(t, ZSYSTEMERROR, "out of memory"); return; }
-  t->epoch++;
-  t->redo = 0;
+  zkl_task_move(t);
   t->parents_left = 0;
   t->parents_rc = ZOK;
   for (s = strchr(p + 1, '/');; s = strchr(s + 1, '/')) {

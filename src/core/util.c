@@ -95,3 +95,20 @@ int zkl_is_gone(int rc) {
   return rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE ||
          rc == ZMARSHALLINGERROR;
 }
+
+/* ---- set-or-create (docs/design.md, section 4.9) ------------------------ */
+
+int zkl_write_next(int rc, int creating) {
+  if (rc == ZNONODE) return creating ? ZKL_WRITE_PARENTS : ZKL_WRITE_CREATE;
+  if (rc == ZNODEEXISTS && creating) return ZKL_WRITE_SET; /* was quicker */
+  return ZKL_WRITE_FAIL;
+}
+
+void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
+                       const char *data, int len, int creating,
+                       struct Stat *st, char *name, int namelen) {
+  if (creating)
+    zoo_create_op_init(op, path, data, len, &c->acl, 0, name, namelen);
+  else
+    zoo_set_op_init(op, path, data, len, -1, st);
+}

@@ -35,18 +35,26 @@ static void write_finish(zkl_task *t, int rc, const char *what) {
     rc = ZOK; /* created for certain; only its zxid is missing (0) */
   w->op.done = 1;
   zkl_task_seterr(t, rc, what);
-  if (rc != ZOK && w->maybe)
-    zkl_seterr(&t->err, ZKL_ECONNECTION_LOSS, "fenced write to %s: the "
-               "connection was cut with it in flight, and it could not be "
-               "confirmed since: it may have been applied", t->path);
+  if (rc != ZOK && w->maybe) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "fenced write to %s", t->path);
+    zkl_seterr_maybe(&t->err, buf);
+  }
   zkl_task_settle(t);
 }
 
-/* The write was refused for want of a node: create it, or its parents. */
-static void write_missing(write_op *w) {
-  if (w->op.stage == W_CREATE) zkl_op_parents(&w->op, w->op.t.path);
-  else if (w->create) zkl_op_goto(&w->op, W_CREATE);
-  else write_finish(&w->op.t, ZNONODE, w->op.t.path);
+/* The write was refused (rc): set-or-create says what follows. */
+static void write_refused(write_op *w, int rc) {
+  switch (zkl_write_next(rc, w->op.stage == W_CREATE)) {
+  case ZKL_WRITE_CREATE:
+    if (!w->create) break; /* (zk:set without create) */
+    zkl_op_goto(&w->op, W_CREATE);
+    return;
+  case ZKL_WRITE_PARENTS: zkl_op_parents(&w->op, w->op.t.path); return;
+  case ZKL_WRITE_SET: zkl_op_goto(&w->op, W_SET); return;
+  default: break;
+  }
+  write_finish(&w->op.t, rc, w->op.t.path);
 }
 
 static void write_done(write_op *w, int rc, const struct Stat *st) {
@@ -66,9 +74,7 @@ static void write_plain_cb(int rc, const struct Stat *st, const void *data) {
   if (w) {
     if (zkl_is_cut(rc)) w->op.t.redo = 1;
     else if (rc == ZOK) write_done(w, rc, st);
-    else if (rc == ZNONODE) write_missing(w);
-    else if (rc == ZNODEEXISTS) zkl_op_goto(&w->op, W_SET); /* was quicker */
-    else write_finish(&w->op.t, rc, w->op.t.path);
+    else write_refused(w, rc);
   }
   zkl_task_leave(r);
 }
@@ -95,12 +101,8 @@ static void write_multi_cb(int rc, const void *data) {
       snprintf(w->op.t.err.msg, sizeof w->op.t.err.msg,
                "lock lost: %s is gone", w->fence);
     }
-  } else if (rc == ZNONODE) {
-    write_missing(w);
-  } else if (rc == ZNODEEXISTS && w->op.stage == W_CREATE) {
-    zkl_op_goto(&w->op, W_SET);
   } else {
-    write_finish(&w->op.t, rc, w->op.t.path);
+    write_refused(w, rc);
   }
   zkl_task_leave(r);
 }
@@ -124,12 +126,9 @@ static int write_multi(write_op *w, zkl_req *r) {
   zkl_op *op = &w->op;
   if (!zkl_zh_usable(op->t.c->zh)) return ZINVALIDSTATE; /* (util.c) */
   zoo_check_op_init(&w->mops[0], w->fence, -1);
-  if (op->stage == W_CREATE)
-    zoo_create_op_init(&w->mops[1], op->t.path, op->data, op->datalen,
-                       &op->t.c->acl, 0, w->mname, sizeof w->mname);
-  else
-    zoo_set_op_init(&w->mops[1], op->t.path, op->data, op->datalen, -1,
-                    &w->mstat);
+  zkl_write_op_init(&w->mops[1], op->t.c, op->t.path, op->data, op->datalen,
+                    op->stage == W_CREATE, &w->mstat, w->mname,
+                    sizeof w->mname);
   memset(w->mres, 0, sizeof w->mres);
   return zoo_amulti(op->t.c->zh, 2, w->mops, w->mres, write_multi_cb, r);
 }

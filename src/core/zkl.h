@@ -59,6 +59,9 @@ void zkl_seterr(zkl_error *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* "ZCONNECTIONLOSS: connection loss what" */
 void zkl_seterr_rc(zkl_error *e, int rc, const char *what);
+/* connection_loss: a write (what) was cut in flight and not confirmed
+ * since, so it may have been applied */
+void zkl_seterr_maybe(zkl_error *e, const char *what);
 
 /* ---- util.c ------------------------------------------------------------ */
 double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
@@ -224,6 +227,9 @@ int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
 void zkl_lock_release(zkl_lock *l);
 void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
 int zkl_lock_held(zkl_lock *l);
+/* The hold ran past its max_hold (the timer thread may not have ended it
+ * yet): nothing may be written under it any more. */
+int zkl_lock_overdue(zkl_lock *l);
 /* Our node's name into node (size bytes) and its czxid: 0 when none. */
 int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
 /* A guarded node (docs/design.md, section 4.12).  read_with, before the

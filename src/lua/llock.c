@@ -83,6 +83,12 @@ static int llock_held(lua_State *L) {
   return 1;
 }
 
+/* attempt:overdue() -> past its max_hold */
+static int llock_overdue(lua_State *L) {
+  lua_pushboolean(L, zkl_lock_overdue(llock_check(L)));
+  return 1;
+}
+
 /* attempt:info() -> node name | nil, czxid | nil */
 static int llock_info(lua_State *L) {
   char node[200];
@@ -260,6 +266,7 @@ void zkl_open_lock(lua_State *L) {
     { "poll", llock_poll },
     { "release", llock_release },
     { "held", llock_held },
+    { "overdue", llock_overdue },
     { "info", llock_info },
     { "revocable", llock_revocable },
     { "notify_held", llock_notify_held },

@@ -2,8 +2,8 @@
  * ZooKeeper's completion thread) and lockapi.c (the Lua thread's side).
  * Nothing else sees it: the rest of the core knows a lock only as a
  * task (internal.h), the binding only as an opaque zkl_lock (zkl.h). */
-#ifndef ZKLOCK_LOCK_H
-#define ZKLOCK_LOCK_H
+#ifndef ZKLOCK_ATTEMPT_H
+#define ZKLOCK_ATTEMPT_H
 
 #include "internal.h"
 
@@ -78,7 +78,33 @@ struct zkl_lock {
 
 extern const zkl_task_class zkl_lock_class;
 
-/* lock.c's moves, with the client's mutex held */
+/* The lock family, bottom up (a file calls only those above it in this
+ * list; the session reaches an attempt through its class):
+ *   locknode.c    our node: name, path, finish, delete; believed held?
+ *   guard.c       the guarded node: read with the acquire, written with
+ *                 the release (section 4.12)
+ *   lock.c        the state machine: create, list, wait, hold, recover,
+ *                 the self watch, release
+ *   linger.c      lock caching (section 4.13)
+ *   locksession.c the class: what the session tells an attempt
+ *   lockapi.c     the Lua thread's side: make, start, poll, drop
+ * All with the client's mutex held but the zkl_lock_* entry points. */
+
+/* locknode.c */
+void lock_set_node(zkl_lock *l, const char *name); /* copied; NULL: none */
+char *lock_nodepath(const zkl_lock *l); /* our node's full path, or NULL */
+void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */
+void lock_finish(zkl_task *t, int rc, const char *what);
+void lock_delete(zkl_lock *l);        /* our node goes, then done */
+int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
+int lock_held_now(zkl_lock *l);       /* held, within margin and max_hold */
+void lock_free(zkl_task *t);
+
+/* guard.c */
+void guard_read(zkl_lock *l);         /* the guarded read, this epoch */
+void guard_write(zkl_lock *l);        /* the write-with-release multi */
+
+/* lock.c */
 void lock_parents(zkl_lock *l);       /* make the directory and its parents */
 void lock_parents_made(zkl_task *t);
 void lock_create(zkl_lock *l);        /* queue: create our node */
@@ -87,15 +113,10 @@ void lock_watch_dir(zkl_lock *l);     /* a lease: watch the directory */
 void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
 void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
 void lock_blocker_gone(zkl_lock *l);  /* the watched predecessor went */
-void lock_read_send(zkl_lock *l);     /* the guarded read, this epoch */
-void lock_write(zkl_lock *l);         /* the write-with-release multi */
-void lock_contenders(zkl_lock *l);    /* lingering: list and watch the dir */
-int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
-void lock_delete(zkl_lock *l);        /* our node goes, then done */
 void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
-void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */
-void lock_finish(zkl_task *t, int rc, const char *what);
-void lock_free(zkl_task *t);
+
+/* linger.c */
+void linger_watch(zkl_lock *l);       /* list the directory, with a watch */
 
 #pragma GCC visibility pop
 

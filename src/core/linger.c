@@ -1,0 +1,101 @@
+/* Lock caching (docs/design.md, section 4.13): a released hold lingers
+ * (L_LINGER), its node kept and the directory watched, and an acquire on
+ * the same object holds again with no request, as long as nobody else
+ * showed up.  Any other node in the directory (zklock, Curator, kazoo
+ * alike) is a contender: from then on the node is not reused, deleted at
+ * once if lingering, at the end of the hold if held again.
+ *
+ * The completion runs with the client's mutex held; the zkl_lock_*
+ * functions are the Lua thread's, and take it. */
+#include <pthread.h>
+#include <string.h>
+
+#include "attempt.h"
+
+/* The directory's children, with a watch: any node but ours is a
+ * contender (zklock, Curator, kazoo alike), and from then on the node is
+ * not reused: deleted now if lingering, at the end of the hold if held
+ * again (docs/design.md, section 4.13). */
+static void linger_cb(int rc, const struct String_vector *sv,
+                               const void *data) {
+  zkl_req *r;
+  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
+    if (rc == ZOK && sv) {
+      int i;
+      for (i = 0; i < sv->count; i++)
+        if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
+      if (l->contended && l->state == L_LINGER) lock_release_locked(l);
+    } else if (!zkl_is_cut(rc)) {
+      l->contended = 1; /* cannot watch: no reuse */
+      if (l->state == L_LINGER) lock_release_locked(l);
+    } /* cut: listed again on reconnect */
+  }
+  zkl_task_leave(r);
+}
+
+void linger_watch(zkl_lock *l) {
+  zkl_req *r;
+  int rc;
+  if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
+    zkl_task_set_watch(&l->t, strdup(l->t.path));
+  l->lingers = 1;
+  r = zkl_task_req(&l->t, R_CONTENDERS);
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb,
+                             r)
+         : ZSYSTEMERROR;
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    if (!zkl_is_cut(rc)) { /* cannot watch: no caching */
+      l->contended = 1;
+      if (l->state == L_LINGER) lock_release_locked(l);
+    }
+  }
+}
+
+/* ---- the Lua thread's side ------------------------------------------- */
+
+int zkl_lock_linger(zkl_lock *l, double seconds) {
+  int kept = 0;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->kind != ZKL_KIND_LEASE && seconds > 0 && !l->contended &&
+      lock_held_now(l) && l->node && !(l->g && l->g->wpath)) {
+    l->state = L_LINGER;
+    l->linger_until = zkl_bootnow() + seconds;
+    l->hold_until = 0;
+    l->abandon = 1; /* nobody awaits it now */
+    if (!l->lingers) linger_watch(l);
+    if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
+      zkl_task_keep(&l->t); /* it outlives its Lua box if it must */
+      zkl_client_rearm(l->t.c);
+      kept = 1;
+    }
+  } else {
+    lock_release_locked(l);
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return kept;
+}
+
+int zkl_lock_relock(zkl_lock *l, double max_hold) {
+  int ok = 0;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->state == L_LINGER && !l->contended && lock_margin_ok(l)) {
+    l->state = L_HELD;
+    l->linger_until = 0;
+    l->abandon = 0;
+    l->lost = 0;
+    l->max_hold = max_hold > 0 ? max_hold : 0;
+    if (l->max_hold > 0) {
+      l->hold_until = zkl_bootnow() + l->max_hold;
+      zkl_client_rearm(l->t.c);
+    }
+    zkl_client_kick(l->t.c);
+    ok = 1;
+  } else if (l->state == L_LINGER) {
+    lock_release_locked(l); /* not reusable: it goes now */
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return ok;
+}
+

@@ -1,0 +1,136 @@
+/* A lock attempt's own node, the bottom of the lock family: its name and
+ * path, the end of an attempt (finish, lost), giving the node back
+ * (DELETING -> DONE), and whether a hold is still believed (the margin,
+ * max_hold; docs/design.md, sections 9.2 and 9.6).  Nothing here calls up
+ * into lock.c: the state machine above moves, this file ends.
+ *
+ * Every function here runs with the client's mutex held. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attempt.h"
+
+void lock_free(zkl_task *t) {
+  zkl_lock *l = LOCK(t);
+  free(l->prefix); free(l->data); free(l->ignore); free(l->node);
+  if (l->g) {
+    free(l->g->rpath); free(l->g->rdata); free(l->g->wpath);
+    free(l->g->wdata); free(l->g);
+  }
+  free(l);
+}
+
+/* Our node becomes `name` (a copy is kept) or none: replies and events
+ * about the previous one no longer apply (self_gen). */
+void lock_set_node(zkl_lock *l, const char *name) {
+  free(l->node);
+  l->node = name ? strdup(name) : NULL;
+  l->self_gen++;
+  l->self_live = 0;
+  l->revoke_version = -1;
+}
+
+char *lock_nodepath(const zkl_lock *l) {
+  return l->node ? zkl_join(l->t.path, l->node) : NULL;
+}
+
+/* A hold ends without its owner's word: on_lost callbacks are queued. */
+void lock_lost_event(zkl_lock *l) {
+  if (l->lost) return;
+  l->lost = 1;
+  if (l->node) {
+    char *full = lock_nodepath(l);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_LOST, full);
+    free(full);
+  }
+  l->t.c->n_lost++;
+}
+
+
+/* The lock can no longer be had: finish as DONE when it was given up, as
+ * FAILED with the error otherwise.  A dead session took our node along. */
+void lock_finish(zkl_task *t, int rc, const char *what_) {
+  zkl_lock *l = LOCK(t);
+  char what[256]; /* what_ may be l->node or the watch, freed below */
+  if (l->g && l->g->wparents && l->state == L_DELETING && l->node &&
+      !zkl_is_gone(rc)) {
+    /* the guarded node's parents could not be made: not written, and our
+     * node still goes */
+    l->g->wparents = 0;
+    l->g->wdone = 1;
+    l->g->wrc = rc;
+    lock_delete(l);
+    return;
+  }
+  snprintf(what, sizeof what, "%s", what_ ? what_ : "");
+  if (zkl_is_gone(rc)) lock_set_node(l, NULL);
+  if (l->state == L_HELD) l->lost = 1; /* (callers said why, or closed) */
+  if (l->abandon) {
+    l->state = L_DONE;
+  } else {
+    l->state = L_FAILED;
+    zkl_task_seterr(t, rc, what_ ? what : NULL);
+  }
+  zkl_task_settle(t);
+}
+
+/* ---- giving our node back ----------------------------------------------- */
+
+static void lock_delete_cb(int rc, const void *data) {
+  zkl_req *r;
+  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  if (l && l->state == L_DELETING) {
+    if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+        rc == ZCLOSING || rc == ZINVALIDSTATE) {
+      lock_set_node(l, NULL);
+      lock_finish(&l->t, ZOK, NULL);
+    } else if (zkl_is_cut(rc)) {
+      l->t.redo = 1;
+    } else {
+      lock_finish(&l->t, ZOK, NULL); /* e.g. no auth to delete: nothing more */
+    }
+  }
+  zkl_task_leave(r);
+}
+
+void lock_delete(zkl_lock *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (!l->node) { lock_finish(&l->t, ZOK, NULL); return; }
+  if (!zkl_client_usable(l->t.c, NULL)) {
+    lock_finish(&l->t, ZOK, NULL); /* the node goes with the session */
+    return;
+  }
+  zkl_task_move(&l->t);
+  l->state = L_DELETING;
+  zkl_task_set_watch(&l->t, NULL);
+  full = lock_nodepath(l);
+  r = full ? zkl_task_req(&l->t, R_DELETE) : NULL;
+  rc = r ? zoo_adelete(l->t.c->zh, full, -1, lock_delete_cb, r)
+         : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK && !zkl_task_unsent(&l->t, r, rc))
+    lock_finish(&l->t, ZOK, NULL); /* (cut: sent again on reconnect) */
+}
+
+/* ---- is the hold still believed? --------------------------------------- */
+
+/* Held, as far as this process can know: our node exists in our session,
+ * and the session cannot have expired on the server yet: "last heard"
+ * plus the timeout, less a margin (docs/design.md, section 9.2).
+ * Reconnecting in the same session proves the node never went away, and
+ * the answer is true again; expiry makes it false for good (l->lost). */
+int lock_margin_ok(zkl_lock *l) {
+  zkl_client *c = l->t.c;
+  if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
+  return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
+}
+
+int lock_held_now(zkl_lock *l) {
+  if (l->state != L_HELD || l->lost) return 0;
+  if (l->hold_until > 0 && zkl_bootnow() >= l->hold_until)
+    return 0; /* max_hold (section 9.6) */
+  return lock_margin_ok(l);
+}
