@@ -1,8 +1,9 @@
 --- Locks: the reentrant mutex, the semaphore mutex and the read/write
 -- lock, one class (`Lock`) whose kinds are sets of fields; a lock object
 -- is userdata (`core.box`) whose state machine runs in C.  Loading this
--- module adds `mutex`, `semaphore_mutex` and `rwlock` to the client
--- methods.
+-- module adds `mutex` and `semaphore_mutex` to the client methods;
+-- zklock.rwlock adds `rwlock`, zklock.holders the methods that say who
+-- holds a lock.
 -- @module zklock.lock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
@@ -30,7 +31,7 @@ local session_leaving = R.session_leaving
 
 local Lock = {}
 Lock.__index = Lock
-local arm_callbacks, list_names, list_participants, write_back
+local arm_callbacks, write_back
 
 local function fields(self, fname)
   return R.checked(self, Lock, fname, "lock")
@@ -158,34 +159,6 @@ function client_methods:semaphore_mutex(path, opts)
   return new_lock(self, path, "semaphore_mutex",
     { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
       single = true }, opts)
-end
-
-local RwLock = { __name = "zklock.rwlock" }
-RwLock.__index = RwLock
-
---- Readers and writers of the read/write lock, in queue order (full node
--- paths).  @return array, or nil, message, code
-function RwLock:participants(timeout)
-  if getmetatable(self) ~= RwLock then
-    argerror(1, "participants", "zklock rwlock expected, got " .. type(self))
-  end
-  timeout = check_timeout(timeout, 1, "participants")
-  return list_participants(unbox(self.read), timeout)
-end
-
---- A read/write lock (Curator InterProcessReadWriteLock): `rw.read` and
--- `rw.write` are reentrant locks on one path, nodes `_c_<uuid>-__READ__<seq>`
--- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
--- and holds back readers that come after it; the write holder may also take
--- the read lock; a read holder asking for the write lock is refused.
-function client_methods:rwlock(path, opts)
-  local r = new_lock(self, path, "rwlock",
-    { kind = "read", markers = "rw", name = "zklock.rwlock.read" }, opts)
-  local w = new_lock(self, path, "rwlock",
-    { kind = "write", markers = "rw", name = "zklock.rwlock.write" }, opts)
-  local rf, wf = unbox(r), unbox(w)
-  rf.partner, wf.partner = wf, rf
-  return setmetatable({ read = r, write = w, path = path }, RwLock)
 end
 
 -- Take a node in the queue of f's directory and wait to hold it.  Returns
@@ -419,18 +392,9 @@ function Lock:release(opts)
     -- not kept (contended, or lost): released the plain way
     return give_back(f.client, att, held)
   end
-  if reader and reader.downgrade and not reader.keep then
-    -- downgraded: our read node sorts after any writer that queued between
-    -- it and our write node; such a writer would get the lock at once and
-    -- write while we read, so then the write node stays until we stop
-    -- reading (a writer that queues later waits for our read node anyway)
-    local names = list_names(f, f.client:session_timeout())
-    local between = names and core.writer_between(names, node,
-      reader.att:info())
-    if between or not names then
-      reader.keep = own.att
-      return true
-    end
+  -- (a read/write lock's write hold may keep its node: rwlock.lua)
+  if f.on_last_release and f.on_last_release(f, own, reader, node) then
+    return true
   end
   local ok, msg, code = give_back(f.client, own.att)
   if own.keep then give_back(f.client, own.keep) end
@@ -487,63 +451,6 @@ function Lock:node()
   return name and f.dir .. "/" .. name or nil
 end
 
--- Every contender of f's path in queue order (child names); `family`
--- ("read"/"write" for one kind of a read/write lock's nodes) narrows it.
-list_names = function(f, timeout, family)
-  local c, msg, code = closed(f.client)
-  if c then return nil, msg, code end
-  local op
-  op, msg, code = f.client:_children(f.dir, family or f.markers)
-  if not op then return nil, msg, code end
-  local st = await(f.client, op, timeout and now() + timeout)
-  if st == "timeout" then return nil, "timeout", "timeout" end
-  return op:result()
-end
-
--- The same as full node paths.
-list_participants = function(f, timeout, family)
-  local names, msg, code = list_names(f, timeout, family)
-  if not names then return nil, msg, code end
-  local out = {}
-  for i = 1, #names do out[i] = f.dir .. "/" .. names[i] end
-  return out
-end
-
--- Records { node, id, token, session } of f's holders, or of every
--- contender (all), in queue order: one listing and the gets behind it.
-local function records(f, timeout, all)
-  local c, msg, code = closed(f.client)
-  if c then return nil, msg, code end
-  local family, which = f.markers, nil
-  if f.partner then family, which = "rw", f.kind end
-  return call_op(f.client, timeout or f.client:session_timeout(), "_holders",
-    f.dir, family, f.max_leases, which, all)
-end
-L.records = records
-
---- Contenders in queue order (first = holder), as full node paths; with
--- `detail`, as records `{ node =, id =, token =, session = }` (see
--- `holders`).  As in Curator, `rw.read` and `rw.write` list the nodes of
--- their own kind; `rw:participants()` lists both.
--- @return array, or nil, message, code
-function Lock:participants(timeout, detail)
-  local f = fields(self, "participants")
-  timeout = check_timeout(timeout, 1, "participants")
-  if detail then return records(f, timeout, true) end
-  return list_participants(f, timeout, f.partner and f.kind)
-end
-
---- The current holder(s), in order, as records: `node` (full path), `id`
--- (the participant id its creator wrote: connect's `id` option for
--- zklock, Curator's node data for Curator), `token` (the node's czxid) and
--- `session` (hex id of the owning session).  One listing and the gets
--- piped behind it.  @return array (empty when free), or nil, msg, code
-function Lock:holders(timeout)
-  local f = fields(self, "holders")
-  timeout = check_timeout(timeout, 1, "holders")
-  return records(f, timeout, false)
-end
-
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.
 function Lock.__close(self)
   local f = unbox(self)
@@ -557,44 +464,7 @@ function Lock.__tostring(self)
     att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
 end
 
--- ---------------------------------------------------------------------------
--- fencing: a write that only a holder's live hold lets through
-
---- Fenced write: set node `path` to `data` (creating it, and its parents,
--- when missing) only while this hold's lock node still exists, in one
--- ZooKeeper multi-op (check our node, then write).  A holder whose session
--- expired, or who lost the lock while paused, is refused even if it still
--- believes it holds.  Accepted writes on one path follow the holds in
--- order; their tokens (`token()`) strictly increase.
--- @return the node's new data version and the write's zxid, or nil, msg,
--- code: "lock_lost" (not written), "connection_loss" (the connection was
--- cut with the write in flight and it could not be confirmed: it may have
--- been applied), "timeout", ...
-function Lock:fenced_set(path, data, timeout)
-  local f = fields(self, "fenced_set")
-  check_path(path, 1, "fenced_set")
-  check_data(f.client, data, 2, "fenced_set")
-  timeout = check_timeout(timeout, 3, "fenced_set")
-  local own = f.owners[f.single and f or me()]
-  if not own then
-    argerror(1, "fenced_set", f.name .. " " .. f.path ..
-      " is not held by the calling coroutine")
-  end
-  local node = own.att:info()
-  -- a hold known lost writes nothing (and so fails for certain)
-  if not node or own.att:poll() ~= "held" then
-    return nil, "lock lost", "lock_lost"
-  end
-  local v, zxid, code = call_op(f.client, timeout or
-    f.client:session_timeout(), "_fenced", f.dir .. "/" .. node, path, data)
-  if v then return v, zxid end
-  if code == "session_expired" then
-    return nil, "lock lost: session expired", "lock_lost"
-  end
-  return nil, zxid, code
-end
-
-L.Lock, L.RwLock = Lock, RwLock
+L.Lock = Lock
 L.new_lock, L.take, L.give_back = new_lock, take, give_back
 L.owner_data = owner_data
 

@@ -1,0 +1,52 @@
+--- Fencing: a write that only a holder's live hold lets through
+-- (docs/design.md, section 4.9).  Adds `fenced_set` to every lock.
+-- @module zklock.fenced
+local R = require "zklock.runtime"
+local L = require "zklock.lock"
+R.internal_file()
+
+local Lock = L.Lock
+local argerror, me = R.argerror, R.me
+local check_path, check_timeout = R.check_path, R.check_timeout
+local check_data, call_op = R.check_data, R.call_op
+
+local function fields(self, fname)
+  return R.checked(self, Lock, fname, "lock")
+end
+
+--- Fenced write: set node `path` to `data` (creating it, and its parents,
+-- when missing) only while this hold's lock node still exists, in one
+-- ZooKeeper multi-op (check our node, then write).  A holder whose session
+-- expired, or who lost the lock while paused, is refused even if it still
+-- believes it holds.  Accepted writes on one path follow the holds in
+-- order; their tokens (`token()`) strictly increase.
+-- @return the node's new data version and the write's zxid, or nil, msg,
+-- code: "lock_lost" (not written), "connection_loss" (the connection was
+-- cut with the write in flight and it could not be confirmed: it may have
+-- been applied), "timeout", ...
+function Lock:fenced_set(path, data, timeout)
+  local f = fields(self, "fenced_set")
+  check_path(path, 1, "fenced_set")
+  check_data(f.client, data, 2, "fenced_set")
+  timeout = check_timeout(timeout, 3, "fenced_set")
+  local own = f.owners[f.single and f or me()]
+  if not own then
+    argerror(1, "fenced_set", f.name .. " " .. f.path ..
+      " is not held by the calling coroutine")
+  end
+  local node = own.att:info()
+  -- a hold known lost, or past its max_hold, writes nothing (and so
+  -- fails for certain)
+  if not node or own.att:poll() ~= "held" or own.att:overdue() then
+    return nil, "lock lost", "lock_lost"
+  end
+  local v, zxid, code = call_op(f.client, timeout or
+    f.client:session_timeout(), "_fenced", f.dir .. "/" .. node, path, data)
+  if v then return v, zxid end
+  if code == "session_expired" then
+    return nil, "lock lost: session expired", "lock_lost"
+  end
+  return nil, zxid, code
+end
+
+return {}

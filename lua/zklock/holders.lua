@@ -1,0 +1,78 @@
+--- Who holds a lock, and who waits: `lock:participants()` and
+-- `lock:holders()`, for every kind of `zklock.lock` (docs/api.md, "Who
+-- holds it"; docs/design.md, section 4.11).  C reads the names (which
+-- node holds, in what order: names.c); this file only asks and waits.
+-- @module zklock.holders
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+local L = require "zklock.lock"
+R.internal_file()
+
+local H = {}
+
+local now = core.now
+local Lock = L.Lock
+local closed, await, call_op = R.closed, R.await, R.call_op
+local check_timeout = R.check_timeout
+
+local function fields(self, fname)
+  return R.checked(self, Lock, fname, "lock")
+end
+
+-- Every contender of f's path in queue order (child names); `family`
+-- ("read"/"write" for one kind of a read/write lock's nodes) narrows it.
+function H.list_names(f, timeout, family)
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  local op
+  op, msg, code = f.client:_children(f.dir, family or f.markers)
+  if not op then return nil, msg, code end
+  local st = await(f.client, op, timeout and now() + timeout)
+  if st == "timeout" then return nil, "timeout", "timeout" end
+  return op:result()
+end
+
+-- The same as full node paths.
+function H.list_participants(f, timeout, family)
+  local names, msg, code = H.list_names(f, timeout, family)
+  if not names then return nil, msg, code end
+  local out = {}
+  for i = 1, #names do out[i] = f.dir .. "/" .. names[i] end
+  return out
+end
+
+-- Records { node, id, token, session } of f's holders, or of every
+-- contender (all), in queue order: one listing and the gets behind it.
+local function records(f, timeout, all)
+  local c, msg, code = closed(f.client)
+  if c then return nil, msg, code end
+  local family, which = f.markers, nil
+  if f.partner then family, which = "rw", f.kind end
+  return call_op(f.client, timeout or f.client:session_timeout(), "_holders",
+    f.dir, family, f.max_leases, which, all)
+end
+
+--- Contenders in queue order (first = holder), as full node paths; with
+-- `detail`, as records `{ node =, id =, token =, session = }` (see
+-- `holders`).  As in Curator, `rw.read` and `rw.write` list the nodes of
+-- their own kind; `rw:participants()` lists both.
+-- @return array, or nil, message, code
+function Lock:participants(timeout, detail)
+  local f = fields(self, "participants")
+  timeout = check_timeout(timeout, 1, "participants")
+  if detail then return records(f, timeout, true) end
+  return H.list_participants(f, timeout, f.partner and f.kind)
+end
+
+--- The current holder(s), in order, as records: `node` (full path), `id`
+-- (the participant id its creator wrote: connect's `id` option for
+-- zklock, Curator's node data for Curator), `token` (the node's czxid) and
+-- `session` (hex id of the owning session).  One listing and the gets
+-- piped behind it.  @return array (empty when free), or nil, msg, code
+function Lock:holders(timeout)
+  local f = fields(self, "holders")
+  timeout = check_timeout(timeout, 1, "holders")
+  return records(f, timeout, false)
+end
+
+return H
