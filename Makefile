@@ -31,7 +31,9 @@ DEV_DEPS = lua-check lua-ldoc lua5.3 liblua5.3-dev lua5.2 liblua5.2-dev \
 # Lua versions beyond the two of `make test` that the client, mutex and
 # recipe specs run on (docs/compatibility.md, "Lua versions")
 COMPAT = lua5.3 lua5.2 lua5.1
-COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua spec/recipes_spec.lua
+COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
+  spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
+  spec/revoke_spec.lua
 
 .PHONY: all deps dev-deps test demo bench memcheck asan torture clean \
         compat test-compat lint docs rockspec-check

@@ -90,12 +90,54 @@ describe("leader election", function()
     proxy:cut()
     proxy:stall(false, false)
     assert(ok, err)
-    assert.is_true(a:await(20)) -- joined again by itself
-    H.wait_until(function() c:dispatch(); return #changes == 3 end, 10,
-      "true, false, true")
+    -- joined again by itself: no await, no start, only the notices
+    H.wait_until(function()
+      c:dispatch(0.05)
+      return a:has_leadership() and #changes == 3
+    end, 20, "leadership again on the renewed session: true, false, true")
     assert.same({ true, false, true }, changes)
     assert.equal(1, c:stats().renewed)
     a:close()
+    c:close()
+    proxy:close()
+  end)
+
+  it("a latch collected while leading gives its node back", function()
+    local path = H.path("latch")
+    do
+      local a = zk:leader_latch(path)
+      assert(a:start())
+      assert(a:await(5))
+    end
+    H.wait_until(function()
+      collectgarbage()
+      collectgarbage()
+      return #H.children(zk2, path) == 0
+    end, 10, "the collected latch's node to go")
+  end)
+
+  it("selector: a lost session interrupts fn, which sees it without " ..
+     "letting callbacks run", function()
+    local proxy = H.testing.proxy(srv)
+    local c = H.connect(proxy:connect_string(), { session_timeout = 2 })
+    local saw
+    local s = c:leader_selector(H.path("selector"), function(sel)
+      proxy:stall(true, true) -- silence: the hold cannot be believed
+      local deadline = H.now() + 10
+      -- (no dispatch, no zklock wait: only the question)
+      while not sel:is_interrupted() and H.now() < deadline do H.nap(0.02) end
+      saw = sel:is_interrupted()
+    end, { requeue = false })
+    assert(s:start())
+    local ok, err = pcall(H.wait_until, function()
+      c:dispatch(0.01)
+      return saw ~= nil
+    end, 20, "the turn to run and end")
+    proxy:cut()
+    proxy:stall(false, false)
+    assert(ok, err)
+    assert.is_true(saw)
+    s:close()
     c:close()
     proxy:close()
   end)

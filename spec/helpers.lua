@@ -132,7 +132,35 @@ function H.assert_no_orphans(srv)
   assert(#left == 0, "orphan lock nodes: " .. table.concat(left, ", "))
 end
 
---- Ephemeral nodes the server holds, from the `dump` four-letter word.
+-- A describe block's standalone server and two sessions on it, as the
+-- functions for its lazy_setup and lazy_teardown (busted's globals reach
+-- spec files only): `up(srv, zk, zk2)` receives them; the teardown checks
+-- that no lock node is left (and runs `check(srv)`, if given), then
+-- closes them.
+function H.fixture(up, check)
+  local srv, zk, zk2
+  local function setup()
+    srv = H.testing.server()
+    zk = H.connect(srv)
+    zk2 = H.connect(srv)
+    up(srv, zk, zk2)
+  end
+  local function teardown()
+    local ok, err = true, nil
+    if srv then
+      ok, err = pcall(function()
+        H.assert_no_orphans(srv)
+        if check then check(srv) end
+      end)
+    end
+    if zk then zk:close() end
+    if zk2 then zk2:close() end
+    if srv then srv:close() end
+    if not ok then error(err, 0) end
+  end
+  return setup, teardown
+end
+
 function H.ephemerals(srv)
   local out = {}
   local text = srv:four_letter("dump") or ""

@@ -161,9 +161,14 @@ describe("holders", function()
         lost = lost + 1
       end)
       assert(m:acquire(5))
+      local t0 = core.now()
+      spin(0.2)
       assert(m:acquire(5)) -- reentrant: counted from the first acquire
-      H.wait_until(function() return not m:is_held() end, 10,
-        "max_hold to end the hold")
+      -- (counted from the second, it would last past t0 + 0.5)
+      spin(t0 + 0.35 - core.now())
+      assert.is_false(m:is_held())
+      -- nothing is written under it any more
+      assert.equal("lock_lost", select(3, m:fenced_set(H.path("fx"), "x")))
       H.wait_until(function() zk:dispatch(); return lost == 1 end, 10,
         "on_lost")
       assert.same({}, m:participants()) -- our node went

@@ -14,40 +14,6 @@ local KAZOO = "spec/peers/kazoo_peer.py"
 local JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx128m " ..
   "-XX:-UsePerfData"
 
--- The zklock side of the read/write spec, written to a temp file at set-up:
--- `rw.lua hosts path read|write logfile cycles holdms gate`, logging
--- "<R|W> <start> <end>" per cycle like the Curator peer.
-local RW_WORKER = [=[
-local zklock = require "zklock"
-local core = require "zklock.core"
-local tcore = require "zklock.testing.core"
-local hosts, path, mode, logfile, cycles, holdms, gate = ...
-local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
-local rw = zk:rwlock(path)
-local l = mode == "write" and rw.write or rw.read
-local tag = mode == "write" and "W" or "R"
-local deadline = core.now() + 60
-while true do
-  local fh = io.open(gate)
-  if fh then fh:close() break end
-  assert(core.now() < deadline, "gate never opened")
-  tcore.sleep(0.01)
-end
-local lines = {}
-for _ = 1, tonumber(cycles) do
-  assert(l:acquire(60))
-  local t0 = core.now()
-  tcore.sleep(tonumber(holdms) / 1000)
-  local t1 = core.now()
-  assert(l:release())
-  lines[#lines + 1] = ("%s %.6f %.6f\n"):format(tag, t0, t1)
-end
-local fh = assert(io.open(logfile, "w"))
-fh:write(table.concat(lines))
-fh:close()
-zk:close()
-]=]
-
 local function note(fmt, ...)
   if os.getenv("ZKLOCK_INTEROP_VERBOSE") then
     io.stderr:write(("\n[interop] " .. fmt .. "\n"):format(...))
@@ -70,7 +36,7 @@ local function wait_ok(p, what, timeout)
 end
 
 describe("interoperability with Curator 5.4 and kazoo 2.8", function()
-  local srv, java, rw_worker
+  local srv, java
   local procs, clients = {}, {}
 
   local function track(p) procs[#procs + 1] = p; return p end
@@ -134,8 +100,6 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     -- business of the JVM's or Python's)
     java = ("env -u LD_PRELOAD java %s -cp '%s' CuratorPeer"):format(
       JAVA_OPTS, cp)
-    rw_worker = H.tmpname("rw-worker") .. ".lua"
-    H.write(rw_worker, RW_WORKER)
     local ok = os.execute(PYTHON .. " -c 'import kazoo.recipe.lock' 2>/dev/null")
     assert(ok == true or ok == 0, -- (LuaJIT without 5.2 compat: a status)
       PYTHON .. " cannot import kazoo: install python3-kazoo (make deps)")
@@ -157,7 +121,6 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
   end)
 
   lazy_teardown(function()
-    if rw_worker then os.remove(rw_worker) end
     if srv then H.assert_no_orphans(srv); srv:close() end
   end)
 
@@ -438,8 +401,8 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
           HOLDMS, gate) }
       log = H.tmpname("log")
       list[#list + 1] = { who = "zklock", log = log,
-        p = worker(rw_worker, srv.connect_string, path, mode, log,
-          CYCLES[mode], HOLDMS, gate) }
+        p = worker("spec/workers/interop_rw.lua", srv.connect_string, path,
+          mode, log, CYCLES[mode], HOLDMS, gate) }
     end
     wait_connected(base, list)
     local t0 = now()

@@ -127,8 +127,9 @@ public final class CuratorPeer {
   }
 
   // bench HOSTS PATH CYCLES [GATEFILE OUTFILE]: acquire+release in a loop
-  // after a warm-up; alone, prints one BENCH.md line; with a gate, waits for
-  // it and writes "start end" then one acquire latency per line (W2)
+  // after a warm-up; alone, prints one bench line (docs/performance.md);
+  // with a gate, waits for it and writes "start end" then one acquire
+  // latency per line (W2)
   static void bench(String[] a) throws Exception {
     int cycles = Integer.parseInt(a[3]);
     try (CuratorFramework c = connect(a[1])) {
