@@ -393,9 +393,15 @@ function Selector:interrupt()
 end
 
 --- True once asked to stop: by `interrupt()`, `close()`, or a lost
--- session or node.
+-- session or node.  A lost hold is seen here at once, from C (the margin
+-- of `is_held()`, a foreign deletion, an expiry), even by a fn that never
+-- lets callbacks run.
 function Selector:is_interrupted()
-  return sel_fields(self, "is_interrupted").interrupted == true
+  local f = sel_fields(self, "is_interrupted")
+  if not f.interrupted and f.running and f.att and not f.att:held() then
+    f.interrupted = true
+  end
+  return f.interrupted == true
 end
 
 --- True while fn runs and we still hold (the margin of `is_held()`).
