@@ -18,8 +18,15 @@ local CLASSPATH = os.getenv("ZKLOCK_ZK_CLASSPATH")
   or "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 -- Small heap, quick JIT, no hsperfdata files left by a SIGKILL, a 1 MB
 -- (not 64 MB) preallocated transaction log, short quorum connect timeout.
+-- zookeeper.forceSnapshotSync: a member that rejoins is resynced with a
+-- snapshot, never a DIFF.  Debian's ZooKeeper 3.8.0 has ZOOKEEPER-4785
+-- (fixed in 3.8.4): a follower resynced by DIFF and restarted soon after
+-- can lose transactions.  The torture run met it: a follower kept a lock
+-- node the ensemble had deleted, and every client on that follower waited
+-- on it for ever (docs/testing.md, "Servers").
 local JVM_OPTS = "-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
   .. " -XX:-UsePerfData -Djava.net.preferIPv4Stack=true"
+  .. " -Dzookeeper.forceSnapshotSync=true"
   .. " -Dzookeeper.preAllocSize=1024 -Dzookeeper.cnxTimeout=1000"
   .. " -Dorg.slf4j.simpleLogger.showDateTime=true"
   .. " -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"
