@@ -1,5 +1,5 @@
 #!/bin/sh
-# make bench: figures per ../shared/BENCH.md, one fresh server, one run.
+# make bench: figures per docs/performance.md, one fresh server, one run.
 set -e
 cd "$(dirname "$0")/.."
 make -s build/floor

@@ -1,4 +1,4 @@
--- make bench, W4 (../shared/BENCH.md): the nginx stock service of
+-- make bench, W4 (docs/performance.md): the nginx stock service of
 -- examples/nginx under wrk, 100 connections, against one fresh ZooKeeper.
 --   w4 ...           /buy on one instance with 2 workers: requests/s, p99,
 --                    and the oversell count (must be 0)

@@ -1,4 +1,4 @@
--- W5 (../shared/BENCH.md): one process's memory over many acquire/release
+-- W5 (docs/performance.md): one process's memory over many acquire/release
 -- cycles of one mutex.  `w5_worker.lua hosts checkpoints...`: after a
 -- warm-up of 10,000 cycles, and after each checkpoint's total of cycles,
 -- prints "cycles=<n> rss_kb=<x> lua_kb=<y>" (RSS from /proc/self/statm,
