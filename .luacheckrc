@@ -13,6 +13,7 @@ max_line_length = 100
 -- ngx.ctx written); zklock (init.lua) and zklock.election only read `ngx`
 -- to tell whether they run there.
 files["lua/zklock/ngx.lua"] = { std = "+ngx_lua" }
+files["lua/zklock/ngxmetrics.lua"] = { std = "+ngx_lua" }
 files["lua/zklock/init.lua"] = { read_globals = { "ngx" } }
 files["lua/zklock/election.lua"] = { read_globals = { "ngx" } }
 -- The argument checks write `not (x >= 0)` on purpose: NaN fails every

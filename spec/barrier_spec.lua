@@ -3,7 +3,6 @@
 -- where the property is about several processes.
 
 local H = require "spec.helpers"
-local zklock = H.zklock
 
 local unpack = table.unpack or unpack
 local run_workers = H.run_workers

@@ -5,7 +5,6 @@
 -- H.run.
 
 local H = require "spec.helpers"
-local zklock = H.zklock
 
 local it_yields = H.it_yields(it) -- (not under PUC Lua 5.1)
 local run_workers = H.run_workers
