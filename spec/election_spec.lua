@@ -121,7 +121,8 @@ describe("leader election", function()
     local proxy = H.testing.proxy(srv)
     local c = H.connect(proxy:connect_string(), { session_timeout = 2 })
     local saw
-    local s = c:leader_selector(H.path("selector"), function(sel)
+    local path = H.path("selector")
+    local s = c:leader_selector(path, function(sel)
       proxy:stall(true, true) -- silence: the hold cannot be believed
       local deadline = H.now() + 10
       -- (no dispatch, no zklock wait: only the question)
@@ -129,14 +130,26 @@ describe("leader election", function()
       saw = sel:is_interrupted()
     end, { requeue = false })
     assert(s:start())
-    local ok, err = pcall(H.wait_until, function()
-      c:dispatch(0.01)
-      return saw ~= nil
-    end, 20, "the turn to run and end")
+    local ok, err = pcall(function()
+      H.wait_until(function()
+        c:dispatch(0.01)
+        return saw ~= nil
+      end, 20, "the turn to run and end")
+      H.wait_until(function() return #H.children(zk, path) == 0 end, 20,
+        "the server to expire the session (our node gone)")
+    end)
     proxy:cut()
     proxy:stall(false, false)
     assert(ok, err)
     assert.is_true(saw)
+    -- the turn is over and requeue is false: the renewed session (and the
+    -- late news of the lost hold) queue nothing
+    H.wait_until(function()
+      c:dispatch(0.02)
+      return c:stats().renewed == 1
+    end, 20, "the renewed session")
+    c:dispatch(0.2)
+    assert.same({}, H.children(zk, path))
     s:close()
     c:close()
     proxy:close()

@@ -371,11 +371,15 @@ function client_methods:leader_selector(path, fn, opts)
     id = opts.id or L.owner_data(self), requeue = opts.requeue ~= false }
   local sel = box(Selector, f)
   f.self = sel
-  f.selector = function(kind)
+  f.selector = function(kind, node)
     if kind == "held" then return run_turn(f) end
-    -- lost: the session, or our node: fn is asked to stop
+    -- lost: the session, or our node: fn is asked to stop.  A queued
+    -- attempt that lost its node joins again; the late news of a turn
+    -- that already ended (its node given back, requeued or not) does not.
     f.interrupted = true
-    if not f.running and not f.closed then join(f) end
+    local name = f.att and f.att:info()
+    local queued = name and f.path .. "/" .. name == node
+    if queued and not f.running and not f.closed then join(f) end
     return 0
   end
   return sel
