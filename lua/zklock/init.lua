@@ -199,7 +199,7 @@ function M.revoke(zk, path, max_leases)
   for _, n in ipairs(holders) do
     local ok
     ok, msg, code = call_op(zk, zk:session_timeout(), "_set",
-      dir .. "/" .. n, "__REVOKE__")
+      dir .. "/" .. n, core.REVOKE)
     if not ok and code ~= "no_node" then return nil, msg, code end
   end
   return #holders

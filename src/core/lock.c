@@ -142,8 +142,8 @@ static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
 /* ---- our own node: deleted by someone else, or asked to let go ---------- */
 
 /* Revocation (Curator Revoker): a revoker sets our node's data to
- * "__REVOKE__"; the self watch reads it and queues an event. */
-static const char REVOKE[] = "__REVOKE__";
+ * ZKL_REVOKE; the self watch reads it and queues an event. */
+static const char REVOKE[] = ZKL_REVOKE;
 
 /* Our node is gone, and we did not delete it: a hold is lost (as on an
  * expiry); a queued attempt queues again with a new node (within the

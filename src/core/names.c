@@ -80,12 +80,21 @@ int zkl_names_find(const zkl_entry *e, int n, const char *name) {
 
 /* ---- the recipes' names (Curator's: docs/design.md, section 11) --------- */
 
-static const char *const names_mutex[] = { "-lock-", "__lock__", NULL };
-static const char *const names_lease[] = { "-lease-", NULL };
-static const char *const names_rw[] = { "__READ__", "__WRIT__", NULL };
-static const char *const names_read[] = { "__READ__", NULL };
-static const char *const names_write[] = { "__WRIT__", NULL };
-static const char *const names_latch[] = { "-latch-", NULL };
+/* Each marker once: what a node name of that kind contains.  kazoo's Lock
+ * names its nodes "__lock__"; zklock creates Curator's "-lock-". */
+#define MARK_LOCK  "-lock-"
+#define MARK_KAZOO "__lock__"
+#define MARK_LEASE "-lease-"
+#define MARK_READ  "__READ__"
+#define MARK_WRITE "__WRIT__"
+#define MARK_LATCH "-latch-"  /* Curator LeaderLatch */
+
+static const char *const names_mutex[] = { MARK_LOCK, MARK_KAZOO, NULL };
+static const char *const names_lease[] = { MARK_LEASE, NULL };
+static const char *const names_rw[] = { MARK_READ, MARK_WRITE, NULL };
+static const char *const names_read[] = { MARK_READ, NULL };
+static const char *const names_write[] = { MARK_WRITE, NULL };
+static const char *const names_latch[] = { MARK_LATCH, NULL };
 
 const char *const *zkl_markers(int family) {
   switch (family) {
@@ -109,11 +118,11 @@ int zkl_kind_family(int kind) {
 
 const char *zkl_kind_marker(int kind) {
   switch (kind) {
-  case ZKL_KIND_LEASE: return "-lease-";
-  case ZKL_KIND_READ: return "-__READ__";
-  case ZKL_KIND_WRITE: return "-__WRIT__";
-  case ZKL_KIND_LATCH: return "-latch-"; /* Curator LeaderLatch */
-  default: return "-lock-";
+  case ZKL_KIND_LEASE: return MARK_LEASE;
+  case ZKL_KIND_READ: return "-" MARK_READ;
+  case ZKL_KIND_WRITE: return "-" MARK_WRITE;
+  case ZKL_KIND_LATCH: return MARK_LATCH;
+  default: return MARK_LOCK;
   }
 }
 

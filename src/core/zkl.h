@@ -195,6 +195,9 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
 /* ZKL_EV_HELD: an attempt that asked for it (zkl_lock_notify_held) came
  * to hold (its node's path). */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
+/* Revocation (Curator Revoker): a revoker sets a holder's node data to
+ * this; a revocable holder's self watch reads it (docs/design.md, 8). */
+#define ZKL_REVOKE "__REVOKE__"
 /* Queue connection-state notices (ZKL_EV_STATE, the path being the new
  * state: "connected", "suspended", "reconnected", "lost", "renewed")
  * from now on, or stop (Lua thread). */

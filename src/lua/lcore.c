@@ -114,6 +114,8 @@ int luaopen_zklock_core(lua_State *L) {
     lua_settable(L, -3);
   }
   lua_setfield(L, -2, "errors");
+  lua_pushstring(L, ZKL_REVOKE); /* what a revoker writes */
+  lua_setfield(L, -2, "REVOKE");
   lua_pushstring(L, LUA_VERSION);
   lua_setfield(L, -2, "lua_version");
   return 1;
