@@ -371,15 +371,17 @@ function client_methods:leader_selector(path, fn, opts)
     id = opts.id or L.owner_data(self), requeue = opts.requeue ~= false }
   local sel = box(Selector, f)
   f.self = sel
-  f.selector = function(kind, node)
+  f.selector = function(kind)
     if kind == "held" then return run_turn(f) end
-    -- lost: the session, or our node: fn is asked to stop.  A queued
-    -- attempt that lost its node joins again; the late news of a turn
-    -- that already ended (its node given back, requeued or not) does not.
+    -- lost (a hold: C tells no other): fn is asked to stop.  A hold
+    -- whose turn is not running (its timer could not start) joins again,
+    -- by the rule of a renewed session; the late news of a turn that
+    -- ended does not (its next attempt is queued, or requeue is false).
     f.interrupted = true
-    local name = f.att and f.att:info()
-    local queued = name and f.path .. "/" .. name == node
-    if queued and not f.running and not f.closed then join(f) end
+    if not f.running and not f.closed and (f.requeue or f.turns == 0) and
+        ended(f) then
+      join(f)
+    end
     return 0
   end
   return sel

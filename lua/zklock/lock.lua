@@ -367,6 +367,7 @@ function Lock:release(opts)
   if write and (own.count > 1 or (reader and reader.downgrade)) then
     -- not the node's last word (or a downgrade keeps it): a fenced write,
     -- then the plain release
+    require "zklock.fenced" -- (fenced_set; it requires this module)
     local v, zxid, code = self:fenced_set(write, data)
     local ok, msg, rcode = self:release()
     if not v then return nil, zxid, code end

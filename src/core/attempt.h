@@ -1,7 +1,8 @@
-/* The lock attempt's state, shared by lock.c (the state machine, run by
- * ZooKeeper's completion thread) and lockapi.c (the Lua thread's side).
- * Nothing else sees it: the rest of the core knows a lock only as a
- * task (internal.h), the binding only as an opaque zkl_lock (zkl.h). */
+/* The lock attempt's state, shared by the lock family (listed below:
+ * the state machine, run by ZooKeeper's completion thread, and the Lua
+ * thread's side).  Nothing else sees it: the rest of the core knows a lock
+ * only as a task (internal.h), the binding only as an opaque zkl_lock
+ * (zkl.h). */
 #ifndef ZKLOCK_ATTEMPT_H
 #define ZKLOCK_ATTEMPT_H
 

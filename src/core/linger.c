@@ -17,7 +17,7 @@
  * not reused: deleted now if lingering, at the end of the hold if held
  * again (docs/design.md, section 4.13). */
 static void linger_cb(int rc, const struct String_vector *sv,
-                               const void *data) {
+                      const void *data) {
   zkl_req *r;
   zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
   if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
@@ -41,8 +41,7 @@ void linger_watch(zkl_lock *l) {
     zkl_task_set_watch(&l->t, strdup(l->t.path));
   l->lingers = 1;
   r = zkl_task_req(&l->t, R_CONTENDERS);
-  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb,
-                             r)
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb, r)
          : ZSYSTEMERROR;
   if (rc != ZOK) {
     if (r) zkl_req_done(r);

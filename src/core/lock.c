@@ -275,8 +275,6 @@ void lock_watch_dir(zkl_lock *l) {
   lock_sent(l, r, rc, l->t.path);
 }
 
-/* Where a listing puts us: held, or waiting (watched: the listing came
- * with a watch, which is set already). */
 /* Our queued node is not in the listing (someone deleted it): queue again,
  * behind everyone, unless we were giving it up anyway. */
 static void lock_requeue(zkl_lock *l) {
@@ -299,6 +297,8 @@ static void lock_wait_for(zkl_lock *l, const char *name, int sole) {
   lock_sent(l, r, rc, l->t.watch);
 }
 
+/* Where a listing puts us: held, or waiting (watched: the listing came
+ * with a watch, which is set already). */
 static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
                           int watched) {
   zkl_entry *e;
