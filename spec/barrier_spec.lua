@@ -7,10 +7,7 @@ local H = require "spec.helpers"
 local unpack = table.unpack or unpack
 local run_workers = H.run_workers
 
-local function contains(list, x)
-  for _, v in ipairs(list) do if v == x then return true end end
-  return false
-end
+local contains = H.contains
 
 -- Member nodes of a double barrier are named by a bare uuid.
 local function is_member(name)
@@ -42,11 +39,7 @@ describe("zklock recipes", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
-  -- a session that is only asked about through wchc: fresh, no stray watches
-  local function watching(c, path)
-    local w = H.watches_by_session(srv)[c:session_id()]
-    return w ~= nil and contains(w, path)
-  end
+  local function watching(c, path) return H.watching(srv, c, path) end
 
   local function members(c, path)
     local n = 0

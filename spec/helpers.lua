@@ -323,6 +323,19 @@ function H.watches_by_session(srv)
   return out
 end
 
+--- Is list (an array) holding x?
+function H.contains(list, x)
+  for _, v in ipairs(list) do if v == x then return true end end
+  return false
+end
+
+--- Does session c hold a watch on path on srv?  (Ask with a fresh session:
+-- wchc shows every watch of it, stray ones too.)
+function H.watching(srv, c, path)
+  local w = H.watches_by_session(srv)[c:session_id()]
+  return w ~= nil and H.contains(w, path)
+end
+
 --- Intervals { {start, end}, ... }: the largest number that overlap at any
 -- instant (an interval ending when another starts does not overlap it).
 function H.max_overlap(intervals)

@@ -11,10 +11,6 @@ local run_workers = H.run_workers
 
 local function overlaps(a, b) return a[1] < b[2] and b[1] < a[2] end
 
-local function contains(list, x)
-  for _, v in ipairs(list) do if v == x then return true end end
-  return false
-end
 
 describe("zklock recipes", function()
   local srv, zk, zk2
@@ -24,11 +20,7 @@ describe("zklock recipes", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
-  -- a session that is only asked about through wchc: fresh, no stray watches
-  local function watching(c, path)
-    local w = H.watches_by_session(srv)[c:session_id()]
-    return w ~= nil and contains(w, path)
-  end
+  local function watching(c, path) return H.watching(srv, c, path) end
 
   describe("rwlock", function()
     it("processes: readers share, a writer overlaps nobody", function()
