@@ -11,7 +11,6 @@ local run_workers = H.run_workers
 
 local function overlaps(a, b) return a[1] < b[2] and b[1] < a[2] end
 
-
 describe("zklock recipes", function()
   local srv, zk, zk2
   local setup, teardown = H.fixture(function(s, a, b)
