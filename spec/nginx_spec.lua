@@ -150,7 +150,9 @@ describe("zklock under OpenResty (real nginx)", function()
      function()
     -- /badlog: a session to a port nobody listens on (the C client logs
     -- its failed connects at ERROR), and a lock whose on_lost callback
-    -- fails once its node is deleted behind its back
+    -- fails once its node is deleted behind its back.  The request stays
+    -- until the callback has run: a hold of a request that ended is given
+    -- back by the worker's sweep, which would leave nothing to lose.
     local port = H.tcore.free_port()
     local a = start { workers = 1, extra = ([[
       location = /badlog { content_by_lua_block {
@@ -158,16 +160,29 @@ describe("zklock under OpenResty (real nginx)", function()
         zklock.set_log_level("error")
         local bad = assert(zklock.connect("127.0.0.1:%d", { connect_timeout = 0 }))
         local lock = require("stock").client():mutex("/spec/badlog")
-        lock:on_lost(function() error("on_lost broke") end)
+        local ran = false
+        lock:on_lost(function() ran = true; error("on_lost broke") end)
         assert(lock:acquire(10))
         ngx.say(lock:node())
-        package.loaded.badlog = { bad = bad, lock = lock } -- (kept)
+        ngx.flush(true)
+        local deadline = ngx.now() + 30
+        while not ran and ngx.now() < deadline do ngx.sleep(0.05) end
+        ngx.say(ran and "ran" or "not run")
+        package.loaded.badlog = { bad = bad } -- (kept)
       } }
     ]]):format(port) }
-    local code, node = a:get("/badlog")
-    assert.equal(200, code)
-    local del = assert(zk:_delete(node:match("^%S+")))
+    local p = H.spawn_cmd("curl", "-sN", "-m", "40", a:url("/badlog"))
+    local node
+    H.wait_until(function()
+      node = p:output():match("^(/%S+)\n")
+      return node or p:status()
+    end, 30, "the lock's node from /badlog")
+    assert(node, "/badlog answered: " .. p:output())
+    local del = assert(zk:_delete(node))
     assert.equal("done", H.await(zk, del, H.now() + 10))
+    assert.equal(0, p:wait(40))
+    assert.truthy(p:output():find("\nran\n"), p:output())
+    p:cleanup()
     local c_log, cb_log
     local ok = pcall(H.wait_until, function()
       local log = a:log()
