@@ -10,9 +10,7 @@ local argerror, me = R.argerror, R.me
 local check_path, check_timeout = R.check_path, R.check_timeout
 local check_data, call_op = R.check_data, R.call_op
 
-local function fields(self, fname)
-  return R.checked(self, Lock, fname, "lock")
-end
+local fields = L.fields
 
 --- Fenced write: set node `path` to `data` (creating it, and its parents,
 -- when missing) only while this hold's lock node still exists, in one

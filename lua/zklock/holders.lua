@@ -15,9 +15,7 @@ local Lock = L.Lock
 local closed, await, call_op = R.closed, R.await, R.call_op
 local check_timeout = R.check_timeout
 
-local function fields(self, fname)
-  return R.checked(self, Lock, fname, "lock")
-end
+local fields = L.fields
 
 -- Every contender of f's path in queue order (child names); `family`
 -- ("read"/"write" for one kind of a read/write lock's nodes) narrows it.
@@ -43,11 +41,12 @@ end
 
 -- Records { node, id, token, session } of f's holders, or of every
 -- contender (all), in queue order: one listing and the gets behind it.
-local function records(f, timeout, all)
+-- A read/write lock's kind gives its own kind's nodes, or both (both).
+function H.records(f, timeout, all, both)
   local c, msg, code = closed(f.client)
   if c then return nil, msg, code end
   local family, which = f.markers, nil
-  if f.partner then family, which = "rw", f.kind end
+  if f.partner then family, which = "rw", not both and f.kind or nil end
   return call_op(f.client, timeout or f.client:session_timeout(), "_holders",
     f.dir, family, f.max_leases, which, all)
 end
@@ -60,7 +59,7 @@ end
 function Lock:participants(timeout, detail)
   local f = fields(self, "participants")
   timeout = check_timeout(timeout, 1, "participants")
-  if detail then return records(f, timeout, true) end
+  if detail then return H.records(f, timeout, true) end
   return H.list_participants(f, timeout, f.partner and f.kind)
 end
 
@@ -72,7 +71,7 @@ end
 function Lock:holders(timeout)
   local f = fields(self, "holders")
   timeout = check_timeout(timeout, 1, "holders")
-  return records(f, timeout, false)
+  return H.records(f, timeout, false)
 end
 
 return H

@@ -465,7 +465,7 @@ function Lock.__tostring(self)
     att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
 end
 
-L.Lock = Lock
+L.Lock, L.fields = Lock, fields
 L.new_lock, L.take, L.give_back = new_lock, take, give_back
 L.owner_data = owner_data
 

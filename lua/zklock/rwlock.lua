@@ -26,12 +26,7 @@ function RwLock:participants(timeout, detail)
   end
   timeout = check_timeout(timeout, 1, "participants")
   local f = unbox(self.read)
-  if detail then
-    local c, msg, code = R.closed(f.client)
-    if c then return nil, msg, code end
-    return R.call_op(f.client, timeout or f.client:session_timeout(),
-      "_holders", f.dir, "rw", 1, nil, true)
-  end
+  if detail then return H.records(f, timeout, true, true) end
   return H.list_participants(f, timeout)
 end
 

@@ -79,8 +79,8 @@ struct zkl_lock {
 
 extern const zkl_task_class zkl_lock_class;
 
-/* The lock family, bottom up (a file calls only those above it in this
- * list; the session reaches an attempt through its class):
+/* The lock family, bottom up (a file calls only those listed before it;
+ * the session reaches an attempt through its class):
  *   locknode.c    our node: name, path, finish, delete; believed held?
  *   guard.c       the guarded node: read with the acquire, written with
  *                 the release (section 4.12)
@@ -98,6 +98,7 @@ void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_lock *l);        /* our node goes, then done */
 int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
+int lock_overdue(const zkl_lock *l, double now); /* past its max_hold */
 int lock_held_now(zkl_lock *l);       /* held, within margin and max_hold */
 void lock_free(zkl_task *t);
 

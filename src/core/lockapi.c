@@ -121,7 +121,7 @@ int zkl_lock_held(zkl_lock *l) {
 int zkl_lock_overdue(zkl_lock *l) {
   int over;
   pthread_mutex_lock(&l->t.c->mu);
-  over = l->hold_until > 0 && zkl_bootnow() >= l->hold_until;
+  over = lock_overdue(l, zkl_bootnow());
   pthread_mutex_unlock(&l->t.c->mu);
   return over;
 }

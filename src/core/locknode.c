@@ -128,9 +128,12 @@ int lock_margin_ok(zkl_lock *l) {
   return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
+int lock_overdue(const zkl_lock *l, double now) {
+  return l->hold_until > 0 && now >= l->hold_until;
+}
+
 int lock_held_now(zkl_lock *l) {
   if (l->state != L_HELD || l->lost) return 0;
-  if (l->hold_until > 0 && zkl_bootnow() >= l->hold_until)
-    return 0; /* max_hold (section 9.6) */
+  if (lock_overdue(l, zkl_bootnow())) return 0; /* max_hold (section 9.6) */
   return lock_margin_ok(l);
 }

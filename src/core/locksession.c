@@ -105,7 +105,7 @@ static void lock_on_closed(zkl_task *t) {
 static int lock_check_lost(zkl_task *t, double now, double deadline,
                            double *next) {
   zkl_lock *l = LOCK(t);
-  int over = l->hold_until > 0 && now >= l->hold_until; /* max_hold */
+  int over = lock_overdue(l, now); /* max_hold */
   if (l->state == L_LINGER) {
     /* its time is up, or the session may be gone: the node goes */
     if (now >= l->linger_until || now >= deadline) {
