@@ -1,0 +1,336 @@
+-- The chaos run (docs/testing.md, "The chaos run"): worker processes of
+-- both runtimes run random programs over every recipe and option
+-- (spec/chaos/worker.lua), drawn from one seed, against real servers
+-- behind fault-injecting proxies, while this process injects faults and,
+-- as the chaos actor, deletes lock nodes and revokes holders.  Then
+-- spec/chaos/check.lua judges the logs.
+--
+--   lua5.4 spec/chaos/run.lua [PROFILE [SEED]]      (make chaos, make soak)
+--
+-- prints the seed first and one line at the end; exits 0 when no checker
+-- found anything ("broken" profiles: when every checker they aim at did).
+local H = require "spec.helpers"
+local G = dofile("spec/chaos/gen.lua")
+local K = dofile("spec/chaos/check.lua")
+local testing, zklock, core = H.testing, H.zklock, H.core
+
+local C = {}
+
+-- faults: kill (SIGKILL a worker; a new one takes its place), stop
+-- (SIGSTOP past the session), pause (a server frozen past the session),
+-- restart (a server, or a follower), kill_leader (ensemble), cut (every
+-- connection through the proxies), expire (the proxies stall both ways
+-- past the session: every session through them expires)
+C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
+  "kill_leader" }
+
+C.PROFILES = {
+  -- make test: one standalone server, 30 s of load, a fault every 4 s
+  short = { workers = 4, seconds = 30, st = 2, fault_every = 4,
+    chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",
+      "restart" } },
+  -- no faults, no chaos actor: the recipes and options alone
+  quick = { workers = 4, seconds = 20, st = 2, chaos_every = 0 },
+  -- the same, without the four compositions of issue 22
+  calm = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
+    avoid = { big = true, linger = true, smutex_max_hold = true,
+      downgrade_max_hold = true } },
+  -- make soak: a 3-member ensemble, 30 minutes, every fault kind
+  soak = { workers = 6, seconds = 1800, st = 2, fault_every = 8,
+    chaos_every = 2, ensemble = true, faults = C.FAULTS },
+  -- make chaos: the short profile on the ensemble, a few minutes
+  chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,
+    chaos_every = 1.5, ensemble = true, faults = C.FAULTS },
+}
+
+local function delete(zk, path)
+  local op = zk:_delete(path)
+  if not op then return end
+  H.await(zk, op, core.now() + 5)
+end
+
+-- lock nodes of a target, as the chaos actor sees them
+local function lock_nodes(zk, t)
+  local dir = t.kind == "smutex" and t.path .. "/leases" or t.path
+  local ok, names = pcall(H.children, zk, dir)
+  local out = {}
+  for _, n in ipairs(ok and names or {}) do
+    if n:find("%-lock%-") or n:find("%-lease%-") or n:find("__READ__") or
+        n:find("__WRIT__") then
+      out[#out + 1] = dir .. "/" .. n
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- Run `profile` (a name or a table) with `seed`; returns the checker's
+-- summary, with `line`, `seed`, `faults` (by kind), `elapsed`.
+function C.run(profile, seed, opts)
+  opts = opts or {}
+  opts.keep = opts.keep or os.getenv("CHAOS_KEEP") == "1"
+  local name = type(profile) == "string" and profile or "custom"
+  local prof = type(profile) == "table" and profile or
+    assert(C.PROFILES[profile], "no profile " .. tostring(profile))
+  seed = seed or (os.time() + core.pid()) % 2147483646 + 1
+  local log = opts.log or print
+  log(("chaos %s: seed %d"):format(name, seed))
+  local st = prof.st
+  local srv, cl, members
+  if prof.ensemble then
+    cl = testing.cluster(3)
+    members = cl.members
+  else
+    srv = testing.server()
+    members = { srv }
+  end
+  local proxies, hosts = {}, {}
+  local procs, direct = {}, nil
+  local events = H.tmpname("chaos-driver")
+  local efh = assert(io.open(events, "w"))
+  efh:setvbuf("line")
+  local function E(...) efh:write(table.concat({ ... }, " "), "\n") end
+  local faults, summary = {}, nil
+  local plan_file = H.tmpname("chaos-plan")
+  local t_start = core.now()
+  local ok, err = pcall(function()
+    for i, m in ipairs(members) do
+      proxies[i] = testing.proxy(m)
+      hosts[i] = proxies[i]:connect_string()
+    end
+    local direct_hosts = {}
+    for i, m in ipairs(members) do direct_hosts[i] = m.connect_string end
+    direct = assert(zklock.connect(table.concat(direct_hosts, ","),
+      { session_timeout = 10 }))
+    local root = "/chaos/" .. core.uuid():sub(1, 8)
+    local avoid = prof.avoid or {}
+    local plan = G.plan(seed, root, prof.workers, avoid)
+    plan.avoid = avoid
+    plan.hosts = table.concat(hosts, ",")
+    plan.st = st
+    plan.weights = prof.weights
+    plan.db_period = 4
+    plan.t0 = core.now() + 3 -- (the workers connect meanwhile)
+    plan.t_end = plan.t0 + prof.seconds
+    plan.broken = prof.broken
+    H.write(plan_file, "return " .. G.serialize(plan))
+    local runtimes = H.runtimes()
+
+    local function spawn(i, gen)
+      local rt = runtimes[(i - 1) % #runtimes + 1]
+      local logfile = H.tmpname("chaos-log-" .. i .. "." .. gen)
+      local p = H.spawn_lua(rt[1], rt[2], "spec/chaos/worker.lua", plan_file,
+        i, gen, logfile)
+      p.index, p.gen, p.logfile = i, gen, logfile
+      return p
+    end
+    local slots = {}
+    for i = 1, prof.workers do
+      slots[i] = { spawn(i, 0) }
+    end
+    local function live(i) return slots[i][#slots[i]] end
+    for i = 1, prof.workers do procs[#procs + 1] = live(i) end
+
+    local rf = G.stream(seed, 77)  -- the fault schedule
+    local rc = G.stream(seed, 99)  -- the chaos actor
+    local next_fault = plan.t0 + (prof.fault_every or 0)
+    local next_chaos = plan.t0 + (prof.chaos_every or 0)
+    local fault_stop = plan.t_end - 2 * st
+    local targets = {}
+    for _, n in ipairs(plan.order) do
+      local k = plan.targets[n].kind
+      if k == "mutex" or k == "rw" or k == "smutex" then
+        targets[#targets + 1] = plan.targets[n]
+      end
+    end
+
+    local inject = {
+      kill = function()
+        local i = rf:int(1, prof.workers)
+        local p = live(i)
+        if p:status() then return false end
+        p:kill("KILL")
+        p.killed = true
+        local q = spawn(i, p.gen + 1)
+        table.insert(slots[i], q)
+        procs[#procs + 1] = q
+        return tostring(i)
+      end,
+      stop = function()
+        local i = rf:int(1, prof.workers)
+        local p = live(i)
+        if p:status() then return false end
+        p:kill("STOP")
+        H.nap(st + 1.5)
+        p:kill("CONT")
+        return tostring(i)
+      end,
+      pause = function()
+        local m = members[rf:int(1, #members)]
+        m:pause()
+        H.nap(st + 1)
+        m:resume()
+        return "all"
+      end,
+      restart = function()
+        local m = members[rf:int(1, #members)]
+        if cl then
+          local leader = cl:leader(10)
+          if m == leader then return false end
+        end
+        m:restart(30)
+        return "all"
+      end,
+      kill_leader = function()
+        if not cl then return false end
+        local leader = cl:leader(10)
+        if not leader then return false end
+        os.execute(("kill -KILL %d 2>/dev/null"):format(leader:pid()))
+        H.nap(1)
+        leader:stop(1)
+        leader:start(30)
+        return "all"
+      end,
+      cut = function()
+        for _, p in ipairs(proxies) do p:cut() end
+        return "all"
+      end,
+      expire = function()
+        for _, p in ipairs(proxies) do p:stall(true, true) end
+        H.nap(st * 2 + 1)
+        for _, p in ipairs(proxies) do p:stall(false, false) end
+        return "all"
+      end,
+    }
+
+    local function chaos_step()
+      local t = targets[rc:int(1, #targets)]
+      if rc:chance(0.5) then
+        local nodes = lock_nodes(direct, t)
+        if #nodes == 0 then return end
+        local node = nodes[rc:int(1, #nodes)]
+        E("X", ("%.6f"):format(core.now()), node)
+        delete(direct, node)
+      else
+        E("Y", ("%.6f"):format(core.now()), t.name)
+        zklock.revoke(direct, t.path, t.kind == "smutex" and 1 or nil)
+      end
+    end
+
+    while core.now() < plan.t_end do
+      local now = core.now()
+      if prof.fault_every and now >= next_fault and now < fault_stop then
+        local kind = rf:pick(prof.faults)
+        local t0 = core.now()
+        local who = inject[kind]()
+        if who then
+          E("F", kind, ("%.6f"):format(t0), ("%.6f"):format(core.now()), who)
+          faults[kind] = (faults[kind] or 0) + 1
+          if cl then cl:wait_quorum(30) end
+        end
+        next_fault = core.now() + prof.fault_every * (0.5 + rf:float())
+      end
+      if prof.chaos_every and prof.chaos_every > 0 and now >= next_chaos then
+        pcall(chaos_step)
+        next_chaos = core.now() + prof.chaos_every * (0.5 + rc:float())
+      end
+      H.nap(0.05)
+    end
+
+    -- every worker ends by itself (bounded); those that do not are hung
+    local processes = {}
+    local wait_until = plan.t_end + 60
+    for _, p in ipairs(procs) do
+      while not p.killed and not p:status() and core.now() < wait_until do
+        H.nap(0.1)
+      end
+      local rec = { p = p.index .. "." .. p.gen, killed = p.killed,
+        status = p:status() }
+      if not p.killed and not rec.status then
+        rec.hung = true
+        p:kill("KILL")
+      elseif not p.killed and rec.status ~= 0 then
+        rec.output = (p:output():gsub("%s+", " ")):sub(1, 600)
+      end
+      processes[#processes + 1] = rec
+    end
+    -- what the workers wrote, and what is left
+    local finals = {}
+    for _, n in ipairs(plan.order) do
+      local t = plan.targets[n]
+      if t.counter then
+        local data, _, code = direct:get(t.counter, 10)
+        if data or code == "no_node" then
+          finals[n] = tonumber(data and data:match("^%d+") or "0")
+        end
+      end
+    end
+    direct:close()
+    direct = nil
+    local orphans
+    local deadline = core.now() + 3 * st + 10
+    repeat
+      orphans = {}
+      for _, m in ipairs(members) do
+        for _, p in ipairs(H.ephemerals(m)) do
+          if p:sub(1, 7) == "/chaos/" then orphans[#orphans + 1] = p end
+        end
+        if #orphans > 0 then break end
+      end
+      if #orphans > 0 then H.nap(0.2) end
+    until #orphans == 0 or core.now() > deadline
+    efh:close()
+    local logs = K.parse(H.read(events))
+    for _, p in ipairs(procs) do K.parse(H.read(p.logfile), logs) end
+    summary = K.check(logs, { plan = plan, finals = finals, st = st,
+      processes = processes, orphans = orphans })
+    summary.t_start = plan.t0
+  end)
+  for _, p in ipairs(procs) do
+    p:kill("CONT")
+    p:cleanup()
+    if not opts.keep then os.remove(p.logfile) end
+  end
+  if not opts.keep then os.remove(events); os.remove(plan_file) end
+  if direct then direct:close() end
+  for _, p in ipairs(proxies) do p:close() end
+  if cl then cl:close() end
+  if srv then srv:close() end
+  if not ok then error(err, 0) end
+  summary.seed = seed
+  if opts.keep then log("chaos: logs kept: " .. plan_file .. " and " .. events) end
+  summary.faults = faults
+  summary.elapsed = core.now() - t_start
+  local fl, nf = {}, 0
+  for _, kind in ipairs(C.FAULTS) do
+    if faults[kind] then
+      fl[#fl + 1] = kind .. "=" .. faults[kind]
+      nf = nf + faults[kind]
+    end
+  end
+  summary.nfaults = nf
+  summary.line = ("chaos %s seed %d: %d workers, %.0f s, faults %d (%s); %s")
+    :format(name, seed, prof.workers, prof.seconds, nf, table.concat(fl, " "),
+      summary.line)
+  for _, check in ipairs(K.CHECKS) do
+    local f = summary.first[check]
+    if f then
+      summary.line = summary.line .. ("\n  %s: first%s: %s"):format(check,
+        f.t > 0 and (" after %.1f s"):format(f.t - summary.t_start) or "",
+        f.text)
+    end
+  end
+  return summary
+end
+
+if not pcall(debug.getlocal, 4, 1) then -- run as a script
+  local name = arg[1] or "chaos"
+  local seed = tonumber(arg[2] or os.getenv("SEED") or "")
+  local s = C.run(name, seed)
+  print(s.line)
+  print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..
+    "PROFILE=" .. name .. " SEED=" .. s.seed .. ")"))
+  os.exit(s.ok and 0 or 1)
+end
+
+return C
