@@ -181,16 +181,35 @@ end
 -- ---------------------------------------------------------------------------
 -- objects: shared by the process's coroutines, or a task's own
 
+-- A target's object on client c.  plan.broken names the recipes to break
+-- on purpose, to prove the checkers (spec/chaos_spec.lua): a mutex (and a
+-- semaphore mutex) that lets two hold at once, a semaphore of one lease
+-- too many, a read/write lock whose writers take the read lock.
+local broken = plan.broken or {}
+local function make(c, t)
+  if t.kind == "mutex" then
+    if broken.mutex then
+      return require("zklock.testing").broken_mutex(c, t.path, 2)
+    end
+    return c:mutex(t.path, { linger = t.linger })
+  elseif t.kind == "rw" then
+    local rw = c:rwlock(t.path, { linger = t.linger })
+    if broken.rw then return { read = rw.read, write = rw.read } end
+    return rw
+  elseif t.kind == "smutex" then
+    if broken.smutex then
+      return require("zklock.testing").broken_mutex(c, t.path, 2)
+    end
+    return c:semaphore_mutex(t.path)
+  elseif t.kind == "sem" then
+    return c:semaphore(t.path, t.n + (broken.sem and 1 or 0))
+  end
+end
+
 local shared = {}
 local function shared_obj(t)
-  local o = shared[t.name]
-  if o then return o end
-  if t.kind == "mutex" then o = zk:mutex(t.path, { linger = t.linger })
-  elseif t.kind == "rw" then o = zk:rwlock(t.path, { linger = t.linger })
-  elseif t.kind == "smutex" then o = zk:semaphore_mutex(t.path)
-  elseif t.kind == "sem" then o = zk:semaphore(t.path, t.n) end
-  shared[t.name] = o
-  return o
+  shared[t.name] = shared[t.name] or make(zk, t)
+  return shared[t.name]
 end
 
 -- What an op acquires on: the shared object, or a new one (on the shared
@@ -276,21 +295,11 @@ end
 
 local OPS = {}
 
--- mutex: reentrant, max_hold, linger (the target's), guarded read and
--- write, fenced_set, revocable
-function OPS.mutex(task)
-  local t = plan.targets[R:pick(G.of_kind(plan, "mutex"))]
-  local obj, how = choose_obj(task, t, function(c)
-    return c:mutex(t.path, { linger = t.linger })
-  end)
-  local revocable = how ~= "shared" and R:chance(0.3)
-  if revocable then
-    obj:on_revoke(function(l)
-      task.revoked = true
-      local ok, err = pcall(l.release, l)
-      if not ok then unexpected(task, "on_revoke release", err) end
-    end)
-  end
+-- One hold of a mutex object: acquire (max_hold, guarded read),
+-- reentry, work, a fenced or guarded write, release.  Returns "drop" when
+-- the hold is to be dropped for garbage collection instead of released,
+-- true when it was released.
+local function mutex_hold(task, t, obj, how, revocable)
   local opts = {}
   if R:chance(0.3) then opts.max_hold = R:pick({ 0.3, 0.6, 1 }) end
   local guarded = R:chance(0.35)
@@ -312,20 +321,22 @@ function OPS.mutex(task)
   end
   work(pick_work(), { h }, { check }, task)
   if task.revoked then h.rel = "revoked"; return log_hold(h) end
+  if broken.leak and t.name == "m1" then -- a release that forgets its node
+    h.rel_t, h.rel_e, h.rel = now(), now(), "ok"
+    return log_hold(h)
+  end
   if how ~= "shared" and R:chance(0.05) then
     log_hold(h) -- dropped while held: collected, its node deleted
-    obj, got, check = nil, nil, nil -- luacheck: ignore
-    return drop(task)
+    return "drop"
   end
   if guarded then
     local v = counter_value(data) + 1
     L("P", t.name, h.token, v)
-    local r, ver, zxid = released(h, function()
+    local r, _, zxid = released(h, function()
       return obj:release({ write = t.counter, data = counter_data(v, big) })
     end)
     L("W", t.name, h.token, r and zxid or 0, v,
       r and "ok" or h.rel == "lock_lost" and "lost" or "unknown")
-    local _ = ver
   else
     if R:chance(0.6) then fenced_increment(task, t, obj, h.token, big) end
     sample(h, check())
@@ -333,13 +344,38 @@ function OPS.mutex(task)
   end
   if h.rel == "raised" then unexpected(task, "mutex:release", h.rel) end
   log_hold(h)
+  return true
+end
+
+-- mutex: reentrant, max_hold, linger (the target's), guarded read and
+-- write, fenced_set, revocable; now and then several holds in a row on
+-- one object (a cached node is reused at once)
+function OPS.mutex(task)
+  local t = plan.targets[R:pick(G.of_kind(plan, "mutex"))]
+  local obj, how = choose_obj(task, t, function(c) return make(c, t) end)
+  local revocable = how ~= "shared" and R:chance(0.3)
+  if revocable then
+    obj:on_revoke(function(l)
+      task.revoked = true
+      local ok, err = pcall(l.release, l)
+      if not ok then unexpected(task, "on_revoke release", err) end
+    end)
+  end
+  for _ = 1, R:chance(0.4) and R:int(2, 4) or 1 do
+    local r = mutex_hold(task, t, obj, how, revocable)
+    if r == "drop" then
+      obj = nil -- luacheck: ignore
+      return drop(task)
+    end
+    if not r then return end
+  end
 end
 
 -- semaphore mutex: Curator's, often shared, with max_hold
 function OPS.smutex(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "smutex"))]
   local is_shared = R:chance(0.7)
-  local obj = is_shared and shared_obj(t) or zk:semaphore_mutex(t.path)
+  local obj = is_shared and shared_obj(t) or make(zk, t)
   local opts = {}
   if R:chance(0.4) and not (is_shared and avoid.smutex_max_hold) then
     opts.max_hold = R:pick({ 0.3, 0.6, 1 })
@@ -361,7 +397,7 @@ end
 -- semaphore: several leases, released in any order, some with max_hold
 function OPS.sem(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "sem"))]
-  local sem = R:chance(0.5) and shared_obj(t) or zk:semaphore(t.path, t.n)
+  local sem = R:chance(0.5) and shared_obj(t) or make(zk, t)
   local holds, checks, leases = {}, {}, {}
   for _ = 1, R:int(1, 3) do
     local opts = R:chance(0.3) and { max_hold = R:pick({ 0.3, 1 }) } or nil
@@ -408,9 +444,9 @@ local function rw_update(task, t, w, h, n)
 end
 
 local rw_n = 0
-local function rw_obj(task, t)
+local function rw_obj(t)
   if R:chance(0.5) then return shared_obj(t) end
-  return zk:rwlock(t.path, { linger = t.linger })
+  return make(zk, t)
 end
 
 -- rwlock: readers, writers (two-node updates), and downgrades (the write
@@ -418,7 +454,7 @@ end
 -- by max_hold)
 function OPS.rw(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "rw"))]
-  local rw = rw_obj(task, t)
+  local rw = rw_obj(t)
   local mode = R:weighted({ read = 4, write = 3, downgrade = 3 })
   local timeout = pick_timeout()
   if mode == "read" then
@@ -540,7 +576,8 @@ end
 -- leader latch: lead for a while, then leave
 function OPS.latch(task)
   local t = plan.targets.l1
-  local latch = zk:leader_latch(t.path, "chaos " .. task.name)
+  local latch = zk:leader_latch(broken.latch and t.path .. "/w" .. index or
+    t.path, "chaos " .. task.name)
   latch:start()
   local timeout = pick_timeout()
   local t_s = now()
@@ -564,7 +601,7 @@ end
 -- barrier: wait for the controller's barrier to go
 function OPS.barrier(task)
   local t = plan.targets.b1
-  local b = zk:barrier(t.path)
+  local b = zk:barrier(broken.barrier and t.path .. "-elsewhere" or t.path)
   local timeout = pick_timeout()
   local t_s = now()
   local ok, r, _, code = pcall(b.wait, b, timeout)
@@ -608,8 +645,11 @@ local function member(task)
   local m = #t.members
   local k = math.floor((now() - plan.t0) / period) + 1
   while plan.t0 + k * period < plan.t_end do
-    while now() < plan.t0 + k * period do sleep(0.02) end
-    local db = zk:double_barrier(t.path .. "/r" .. k, m)
+    -- (arrivals spread over half a second)
+    local arrive = plan.t0 + k * period + R:float() * 0.5
+    while now() < arrive do sleep(0.02) end
+    local db = zk:double_barrier(t.path .. "/r" .. k,
+      broken.dbarrier and index == t.members[1] and m - 1 or m)
     local t_s = now()
     local ok, r, _, code = pcall(db.enter, db, period * 0.4)
     if not ok then unexpected(task, "double_barrier:enter", r) end
@@ -629,6 +669,7 @@ end
 
 -- the selector: a short turn whenever chosen, requeued
 local selector
+while now() < plan.t0 do sleep(0.01) end -- (everyone connected by then)
 if R:chance(0.5) then
   local t = plan.targets.sel1
   local stask = { name = "selector/" .. P }
