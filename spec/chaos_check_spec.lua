@@ -1,0 +1,197 @@
+-- The chaos run's checkers and generator on made-up logs (no server): each
+-- checker catches what it is for, and lets pass what api.md allows.
+local K = dofile("spec/chaos/check.lua")
+local G = dofile("spec/chaos/gen.lua")
+
+local PLAN = { targets = {
+  m1 = { name = "m1", kind = "mutex", path = "/c/m1" },
+  s1 = { name = "s1", kind = "sem", path = "/c/s1", n = 2 },
+  rw1 = { name = "rw1", kind = "rw", path = "/c/rw1" },
+  db1 = { name = "db1", kind = "dbarrier", path = "/c/db1",
+    members = { 1, 2 } },
+} }
+
+-- H kind target task ts t0 t1 lost flip token mh rel_t rel_e rel node
+local function hold(kind, target, task, t0, t1, o)
+  o = o or {}
+  return ("H %s %s %s %s %s %s %s %s %s %s %s %s %s %s"):format(kind, target,
+    task, o.ts or -1, t0, t1, o.lost or -1, o.flip or 0, o.token or 1,
+    o.mh or 0, o.rel_t or t1, o.rel_e or t1, o.rel or "ok",
+    o.node or ("/c/" .. target .. "/n-" .. task))
+end
+
+local function logs(lines) return K.parse(table.concat(lines, "\n")) end
+
+describe("chaos checkers", function()
+  it("parse: fields by line kind, numbers as numbers, the last field " ..
+     "keeps its spaces", function()
+    local l = logs({ "E 1.0 g1/1.0 release bad argument #1 to 'x'",
+      hold("mutex", "m1", "g1/1.0", 1.5, 2) })
+    assert.equal("bad argument #1 to 'x'", l.E[1].msg)
+    assert.equal(1.5, l.H[1].t0)
+    assert.equal("/c/m1/n-g1/1.0", l.H[1].node)
+  end)
+
+  it("exclusion: overlapping mutex holds are caught; touching ones, " ..
+     "two readers and a downgrade are not", function()
+    assert.equal(1, #K.exclusion(logs({ hold("mutex", "m1", "a/1.0", 1, 2),
+      hold("mutex", "m1", "b/2.0", 1.5, 3) }), PLAN))
+    assert.equal(0, #K.exclusion(logs({ hold("mutex", "m1", "a/1.0", 1, 2),
+      hold("mutex", "m1", "b/2.0", 2, 3) }), PLAN))
+    assert.equal(0, #K.exclusion(logs({ hold("read", "rw1", "a/1.0", 1, 2),
+      hold("read", "rw1", "b/2.0", 1.5, 3) }), PLAN))
+    assert.equal(0, #K.exclusion(logs({ hold("write", "rw1", "a/1.0", 1, 2),
+      hold("read", "rw1", "a/1.0", 1.5, 3) }), PLAN))
+    assert.equal(1, #K.exclusion(logs({ hold("write", "rw1", "a/1.0", 1, 2),
+      hold("read", "rw1", "b/2.0", 1.5, 3) }), PLAN))
+  end)
+
+  it("exclusion: a hold whose node the chaos actor deleted is excused " ..
+     "from then on", function()
+    local l = logs({ hold("mutex", "m1", "a/1.0", 1, 2, { node = "/c/m1/x" }),
+      hold("mutex", "m1", "b/2.0", 1.5, 3), "X 1.2 /c/m1/x" })
+    assert.equal(0, #K.exclusion(l, PLAN))
+    l = logs({ hold("mutex", "m1", "a/1.0", 1, 2, { node = "/c/m1/x" }),
+      hold("mutex", "m1", "b/2.0", 1.5, 3), "X 1.7 /c/m1/x" })
+    assert.equal(1, #K.exclusion(l, PLAN))
+  end)
+
+  it("exclusion: a semaphore's leases never exceed its count", function()
+    local two = { hold("lease", "s1", "a/1.0", 1, 3),
+      hold("lease", "s1", "b/2.0", 1.5, 3) }
+    assert.equal(0, #K.exclusion(logs(two), PLAN))
+    two[3] = hold("lease", "s1", "c/3.0", 2, 4)
+    assert.equal(1, #K.exclusion(logs(two), PLAN))
+  end)
+
+  it("fencing: a token going back in zxid order, and lost or extra " ..
+     "updates", function()
+    local l = logs({ "W m1 5 100 1 ok", "W m1 7 110 2 ok", "W m1 5 120 3 ok" })
+    assert.equal(1, #K.fencing(l, { m1 = 3 }))
+    l = logs({ "W m1 5 100 1 ok", "W m1 7 110 2 ok" })
+    assert.equal(0, #K.fencing(l, { m1 = 2 }))
+    assert.equal(1, #K.fencing(l, { m1 = 1 })) -- one lost
+    assert.equal(1, #K.fencing(l, { m1 = 3 })) -- one too many
+    -- a write of unknown outcome, or sent and never answered, may count
+    l = logs({ "P m1 5 1", "W m1 5 100 1 ok", "P m1 7 2",
+      "W m1 7 0 2 unknown", "P m1 8 3" })
+    assert.equal(0, #K.fencing(l, { m1 = 3 }))
+    assert.equal(1, #K.fencing(l, { m1 = 4 }))
+  end)
+
+  it("rw: a reader that held through its reads and saw an update half " ..
+     "done, unless the writer's second write was refused", function()
+    local l = logs({ "V rw1 5 a 10 x ok", "V rw1 5 b 11 x ok",
+      "R rw1 r/1.0 1 1 x y" })
+    assert.equal(1, #K.rw(l))
+    l = logs({ "V rw1 5 a 10 x ok", "V rw1 5 b 0 x lost",
+      "R rw1 r/1.0 1 1 x y" })
+    assert.equal(0, #K.rw(l))
+    l = logs({ "V rw1 5 a 10 x ok", "V rw1 5 b 11 x ok",
+      "R rw1 r/1.0 1 0 x y" }) -- (not believed held: no claim)
+    assert.equal(0, #K.rw(l))
+  end)
+
+  it("contract: an error, a lost hold released as ok, is_held() true " ..
+     "again, a release ok past max_hold", function()
+    assert.equal(1, #K.contract(logs({ "E 1.0 g1/1.0 release boom" })))
+    assert.equal(1, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,
+      { lost = 2.5, rel_t = 3 }) })))
+    assert.equal(0, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,
+      { lost = 2.5, rel_t = 3, rel = "lock_lost" }) })))
+    assert.equal(1, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,
+      { flip = 1 }) })))
+    assert.equal(1, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,
+      { mh = 0.5, rel_t = 2 }) })))
+    assert.equal(0, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 1.2,
+      { mh = 0.5, rel_t = 1.3 }) })))
+  end)
+
+  it("waits: past the timeout plus the bound, unless its process was " ..
+     "stopped meanwhile", function()
+    local a = "A mutex m1 g1/3.0 10 -1 30 fail timeout 5"
+    assert.equal(1, #K.waits(logs({ a }), 10))
+    assert.equal(0, #K.waits(logs({ a, "F stop 12 16 3" }), 10))
+    assert.equal(1, #K.waits(logs({ a, "F stop 12 16 2" }), 10))
+    assert.equal(0, #K.waits(logs({ "A mutex m1 g1/3.0 10 -1 14 ok - 5" }),
+      10))
+  end)
+
+  it("fifo: an acquire started after a contender queued holds first; " ..
+     "not when a deletion or fault fell in between", function()
+    local lines = { "A mutex m1 c/1.0 1 1.2 5 ok - 5",
+      hold("mutex", "m1", "x/2.0", 2, 3, { ts = 2 }) }
+    assert.equal(1, #K.fifo(logs(lines), PLAN))
+    lines[3] = "X 1.5 /c/m1/n1"
+    assert.equal(0, #K.fifo(logs(lines), PLAN))
+    lines[3] = "F cut 1.5 1.6 all"
+    assert.equal(0, #K.fifo(logs(lines), PLAN))
+    -- started before the contender queued: its turn came first
+    assert.equal(0, #K.fifo(logs({ "A mutex m1 c/1.0 1 1.2 5 ok - 5",
+      hold("mutex", "m1", "x/2.0", 2, 3, { ts = 1.1 }) }), PLAN))
+  end)
+
+  it("wedges: a wait that timed out while nobody held the lock", function()
+    local a = "A mutex m1 c/1.0 10 10.1 15 fail timeout 5"
+    assert.equal(1, #K.wedges(logs({ a }), PLAN, 2))
+    assert.equal(0, #K.wedges(logs({ a, hold("mutex", "m1", "x/2.0", 9, 14) }),
+      PLAN, 2))
+    assert.equal(0, #K.wedges(logs({ a, "F kill 11 11 2" }), PLAN, 2, 4))
+  end)
+
+  it("barrier: a wait that returned while the barrier stood", function()
+    local l = { "BS b1 1", "BR b1 5", "BW b1 w/1.0 2 3 ok 5" }
+    assert.equal(1, #K.barrier(logs(l)))
+    l[3] = "BW b1 w/1.0 2 5.1 ok 5"
+    assert.equal(0, #K.barrier(logs(l)))
+  end)
+
+  it("dbarrier: entered before all arrived, left before all began to " ..
+     "leave, left behind", function()
+    local ok = { "DE db1 1 1.0 1 2 ok", "DE db1 1 2.0 1.5 2 ok",
+      "DL db1 1 1.0 3 4 ok", "DL db1 1 2.0 3.5 4 ok" }
+    assert.equal(0, #K.dbarrier(logs(ok), PLAN))
+    local early = { "DE db1 1 1.0 1 1.2 ok", "DE db1 1 2.0 1.5 2 ok",
+      "DL db1 1 1.0 3 4 ok", "DL db1 1 2.0 3.5 4 ok" }
+    assert.equal(1, #K.dbarrier(logs(early), PLAN))
+    local left = { "DE db1 1 1.0 1 2 ok", "DE db1 1 2.0 1.5 2 ok",
+      "DL db1 1 1.0 3 3.2 ok", "DL db1 1 2.0 3.5 4 ok" }
+    assert.equal(1, #K.dbarrier(logs(left), PLAN))
+    local behind = { "DE db1 1 1.0 1 2 ok", "DE db1 1 2.0 1.5 2 ok",
+      "DL db1 1 1.0 3 4 ok", "DL db1 1 2.0 3.5 6 timeout" }
+    assert.equal(1, #K.dbarrier(logs(behind), PLAN))
+    behind[5] = "F kill 3 3 2"
+    assert.equal(0, #K.dbarrier(logs(behind), PLAN, 4))
+  end)
+
+  it("check: processes that crashed or hung, orphans, and the line",
+     function()
+    local s = K.check(logs({ hold("mutex", "m1", "a/1.0", 1, 2) }),
+      { plan = PLAN, processes = { { p = "1.0", status = 0 },
+        { p = "2.0", status = 1, output = "boom" }, { p = "3.0", hung = true },
+        { p = "4.0", killed = true } }, orphans = { "/c/m1/n" } })
+    assert.is_false(s.ok)
+    assert.equal(2, s.counts.processes)
+    assert.equal(1, s.counts.orphans)
+    assert.matches("holds 1 %(mutex=1%)", s.line)
+  end)
+end)
+
+describe("chaos generator", function()
+  it("draws the same numbers on every runtime, and the same plan", function()
+    local r = G.stream(42, 3)
+    local first = { r:next(), r:next(), r:next() }
+    -- (the values Lua 5.4 drew: LuaJIT must draw them too)
+    assert.same({ 1778562545, 891369929, 335491467 }, first)
+    local a = G.plan(42, "/c", 4)
+    local b = G.plan(42, "/c", 4)
+    assert.equal(G.serialize(a), G.serialize(b))
+    assert.equal(4096, #G.long_path("/c", "m3", 4096))
+  end)
+
+  it("a serialized plan loads back", function()
+    local p = G.plan(7, "/c", 3)
+    local q = load("return " .. G.serialize(p))()
+    assert.same(p, q)
+  end)
+end)
