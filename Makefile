@@ -35,7 +35,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
   spec/revoke_spec.lua
 
-.PHONY: all deps dev-deps test demo bench memcheck asan torture clean \
+.PHONY: all deps dev-deps test demo bench memcheck asan torture chaos soak clean \
         compat test-compat lint docs rockspec-check
 
 all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so \
@@ -138,6 +138,18 @@ bench: deps all
 # then a checker; and the checker proven against a broken lock
 torture: deps all
 	@sh spec/torture.sh full
+
+# the chaos run (docs/testing.md, "The chaos run"): random programs over
+# every recipe and option, faults, a checker per recipe.  make chaos
+# replays a seed (SEED=n) of a profile (PROFILE: chaos, short, quick,
+# broken; ONLY=COMPOSITION keeps one of issue 22's, ONLY=none none);
+# make soak runs 30 minutes on a 3-member ensemble
+PROFILE ?= chaos
+chaos: deps all
+	@sh spec/chaos.sh $(PROFILE) $(SEED) $(if $(ONLY),only=$(ONLY))
+
+soak: deps all
+	@sh spec/chaos.sh soak $(SEED) $(if $(ONLY),only=$(ONLY))
 
 # make memcheck: the Lua 5.4 suite under valgrind, every spec file but
 #  - spec/nginx_spec.lua: nginx runs LuaJIT; under Lua 5.4 the file is empty

@@ -350,11 +350,16 @@ function C.run(profile, seed, opts)
 end
 
 if not pcall(debug.getlocal, 4, 1) then -- run as a script
-  local name = arg[1] or "chaos"
-  local seed = tonumber(arg[2] or os.getenv("SEED") or "")
-  -- (a third argument "only=COMPOSITION" or "none" keeps one known
-  -- composition of C.KNOWN, or none of them)
-  local only = arg[3] and (arg[3]:match("^only=(.+)$") or "none")
+  -- arguments in any order: a profile name, a seed (a number), and
+  -- "only=COMPOSITION" (one of C.KNOWN, or "none") to keep only that one
+  -- of issue 22's compositions
+  local name, seed, only = "chaos", nil, nil
+  for _, a in ipairs(arg) do
+    if tonumber(a) then seed = tonumber(a)
+    elseif a:match("^only=") then only = a:match("^only=(.*)$")
+    else name = a end
+  end
+  assert(C.PROFILES[name], "no profile " .. name)
   local s = C.run(only and C.only(name, only) or name, seed)
   print(s.line)
   print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..

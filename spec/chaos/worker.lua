@@ -108,11 +108,15 @@ local function new_hold(kind, tname, task, token, node, mh)
 end
 
 -- (the time is read before asking: is_held() answers for a moment at or
--- after it, so [t0, t1] lies inside the hold)
-local function sample(h, held)
+-- after it, so [t0, t1] lies inside the hold).  is_held() may say false
+-- and then true again: a connection back in the same session before the
+-- hold was given up (docs/design.md, section 9.2).  But never true on a
+-- node other than the hold's own: that is someone else's hold believed.
+local function sample(h, held, node)
   local t = now()
   if held then
-    if h.lost < 0 then h.t1 = t else h.flip = 1 end
+    h.t1 = t
+    if node and h.node ~= "-" and node ~= h.node then h.flip = 1 end
   elseif h.lost < 0 then
     h.lost = t
   end
@@ -311,7 +315,7 @@ local function mutex_hold(task, t, obj, how, revocable)
   if not got then return end
   local h = new_hold("mutex", t.name, task, obj:token(), obj:node(),
     opts.max_hold)
-  local check = function() return obj:is_held() end
+  local check = function() return obj:is_held(), obj:node() end
   sample(h, check())
   if not revocable and R:chance(0.2) then -- reentrant
     local again = obj:acquire(1)
@@ -385,7 +389,7 @@ function OPS.smutex(task)
   if not got then return end
   local h = new_hold("smutex", t.name, task, obj:token(), obj:node(),
     opts.max_hold)
-  local check = function() return obj:is_held() end
+  local check = function() return obj:is_held(), obj:node() end
   work(pick_work(), { h }, { check }, task)
   if R:chance(0.5) then fenced_increment(task, t, obj, h.token) end
   sample(h, check())
@@ -406,7 +410,7 @@ function OPS.sem(task)
     local h = new_hold("lease", t.name, task, lease:token(), lease:node(),
       opts and opts.max_hold)
     holds[#holds + 1], leases[#leases + 1] = h, lease
-    checks[#checks + 1] = function() return lease:is_held() end
+    checks[#checks + 1] = function() return lease:is_held(), lease:node() end
     work(pick_work() / 2, holds, checks, task)
   end
   work(pick_work(), holds, checks, task)
@@ -415,7 +419,7 @@ function OPS.sem(task)
     local i = R:int(1, #leases)
     local lease, h = table.remove(leases, i), table.remove(holds, i)
     table.remove(checks, i)
-    sample(h, lease:is_held())
+    sample(h, lease:is_held(), lease:node())
     if R:chance(0.05) then
       log_hold(h) -- dropped: collected, its node deleted
       lease = nil -- luacheck: ignore
@@ -461,7 +465,7 @@ function OPS.rw(task)
     local got = acquire(task, "read", t.name, rw.read, timeout)
     if not got then return end
     local h = new_hold("read", t.name, task, rw.read:token(), rw.read:node())
-    local check = function() return rw.read:is_held() end
+    local check = function() return rw.read:is_held(), rw.read:node() end
     work(pick_work() / 2, { h }, { check }, task)
     local a = zk:get(t.a, plan.st)
     local b = zk:get(t.b, plan.st)
@@ -482,7 +486,7 @@ function OPS.rw(task)
   if not got then return end
   local hw = new_hold("write", t.name, task, rw.write:token(),
     rw.write:node(), opts.max_hold)
-  local cw = function() return rw.write:is_held() end
+  local cw = function() return rw.write:is_held(), rw.write:node() end
   rw_n = rw_n + 1
   rw_update(task, t, rw.write, hw, rw_n)
   sample(hw, cw())
@@ -504,7 +508,7 @@ function OPS.rw(task)
     return log_hold(hw)
   end
   local hr = new_hold("read", t.name, task, rw.read:token(), rw.read:node())
-  local cr = function() return rw.read:is_held() end
+  local cr = function() return rw.read:is_held(), rw.read:node() end
   if R:chance(0.5) then -- the write lock goes first, by release
     released(hw, function() return rw.write:release() end)
     log_hold(hw)
@@ -551,7 +555,7 @@ function OPS.multi(task)
   local holds, checks = {}, {}
   for i, m in ipairs(members) do
     holds[i] = new_hold(m.kind, m.t.name, task, m.l:token(), m.l:node())
-    checks[i] = function() return m.l:is_held() end
+    checks[i] = function() return m.l:is_held(), m.l:node() end
   end
   work(pick_work(), holds, checks, task)
   for i, m in ipairs(members) do
