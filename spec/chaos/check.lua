@@ -351,6 +351,15 @@ function K.wedges(logs, plan, gap, after)
     busy[h.target] = busy[h.target] or {}
     table.insert(busy[h.target], { h.t0, math.max(h.t1, h.rel_e) })
   end
+  -- a multilock holds its first members while it waits for the next
+  for _, a in ipairs(list(logs, "A")) do
+    if a.kind == "multi" then
+      for name in a.target:gmatch("[^+]+") do
+        busy[name] = busy[name] or {}
+        table.insert(busy[name], { a.t_s, a.t_e })
+      end
+    end
+  end
   for _, list_ in pairs(busy) do
     table.sort(list_, function(a, b) return a[1] < b[1] end)
   end

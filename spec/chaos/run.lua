@@ -33,7 +33,7 @@ C.PROFILES = {
     broken = { mutex = true, smutex = true, sem = true, rw = true,
       latch = true, barrier = true, dbarrier = true, leak = true } },
   -- make test: one standalone server, 30 s of load, a fault every 4 s
-  short = { workers = 4, seconds = 30, st = 2, fault_every = 4,
+  short = { workers = 4, seconds = 25, st = 2, fault_every = 4,
     chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",
       "restart" } },
   -- no faults, no chaos actor: the recipes and options alone
@@ -43,7 +43,7 @@ C.PROFILES = {
     avoid = { big = true, linger = true, smutex_max_hold = true,
       downgrade_max_hold = true } },
   -- make soak: a 3-member ensemble, 30 minutes, every fault kind
-  soak = { workers = 6, seconds = 1800, st = 2, fault_every = 8,
+  soak = { workers = 6, seconds = 1800, st = 2, fault_every = 4,
     chaos_every = 2, ensemble = true, faults = C.FAULTS },
   -- make chaos: the short profile on the ensemble, a few minutes
   chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,

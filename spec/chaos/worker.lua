@@ -220,7 +220,7 @@ end
 -- client, or on a client of its own that another task may close while it
 -- waits).
 local function choose_obj(task, t, make)
-  if R:chance(0.5) then return shared_obj(t), "shared" end
+  if task.force_shared or R:chance(0.5) then return shared_obj(t), "shared" end
   if R:chance(0.12) then
     local c = connect()
     if c then
@@ -378,7 +378,7 @@ end
 -- semaphore mutex: Curator's, often shared, with max_hold
 function OPS.smutex(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "smutex"))]
-  local is_shared = R:chance(0.7)
+  local is_shared = task.force_shared or R:chance(0.7)
   local obj = is_shared and shared_obj(t) or make(zk, t)
   local opts = {}
   if R:chance(0.4) and not (is_shared and avoid.smutex_max_hold) then
@@ -401,7 +401,8 @@ end
 -- semaphore: several leases, released in any order, some with max_hold
 function OPS.sem(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "sem"))]
-  local sem = R:chance(0.5) and shared_obj(t) or make(zk, t)
+  local sem = (task.force_shared or R:chance(0.5)) and shared_obj(t) or
+    make(zk, t)
   local holds, checks, leases = {}, {}, {}
   for _ = 1, R:int(1, 3) do
     local opts = R:chance(0.3) and { max_hold = R:pick({ 0.3, 1 }) } or nil
@@ -448,8 +449,8 @@ local function rw_update(task, t, w, h, n)
 end
 
 local rw_n = 0
-local function rw_obj(t)
-  if R:chance(0.5) then return shared_obj(t) end
+local function rw_obj(task, t)
+  if task.force_shared or R:chance(0.5) then return shared_obj(t) end
   return make(zk, t)
 end
 
@@ -458,7 +459,7 @@ end
 -- by max_hold)
 function OPS.rw(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "rw"))]
-  local rw = rw_obj(t)
+  local rw = rw_obj(task, t)
   local mode = R:weighted({ read = 4, write = 3, downgrade = 3 })
   local timeout = pick_timeout()
   if mode == "read" then
@@ -614,8 +615,27 @@ function OPS.barrier(task)
     ok and tostring(code) or "raised", timeout)
 end
 
+-- a burst: 2 or 3 more coroutines run one op of a kind at once on the
+-- process's shared object (concurrent requests on a worker-level object)
+function OPS.burst(task)
+  local kind = R:pick({ "mutex", "smutex", "sem", "rw" })
+  local kids = {}
+  for i = 1, R:int(2, 3) do
+    kids[i] = spawn("b" .. i, function(kid)
+      kid.force_shared = true
+      local ok, err = pcall(OPS[kind], kid)
+      if not ok then unexpected(kid, "burst " .. kind, err) end
+    end)
+  end
+  local ok, err = pcall(OPS[kind], task)
+  if not ok then unexpected(task, "burst " .. kind, err) end
+  for _, kid in ipairs(kids) do
+    while coroutine.status(kid.co) ~= "dead" do sleep(0.01) end
+  end
+end
+
 local WEIGHTS = { mutex = 6, smutex = 3, sem = 2, rw = 5, multi = 2,
-  latch = 1, barrier = 1 }
+  latch = 1, barrier = 1, burst = 2 }
 
 local function general(task)
   while now() < plan.t_end do
