@@ -266,7 +266,10 @@ local function acquire(task, kind, tname, obj, timeout, opts)
   task.tq = false
   task.t_s, task.akind, task.atarget, task.atimeout = t_s, kind, tname,
     timeout
-  plan_abandon(task, timeout)
+  if not (avoid.abandon_lease and (kind == "smutex" or kind == "lease" or
+      kind == "multi")) then
+    plan_abandon(task, timeout)
+  end
   local ok, got, data, ver_or_code = pcall(obj.acquire, obj, timeout, opts)
   task.abandon_at, task.close_at, task.t_s = nil, nil, nil
   if not ok then
