@@ -154,11 +154,13 @@ soak: deps all
 # make memcheck: the Lua 5.4 suite under valgrind, every spec file but
 #  - spec/nginx_spec.lua: nginx runs LuaJIT; under Lua 5.4 the file is empty
 #    (make asan covers it, nginx included);
-#  - spec/torture_spec.lua: its work happens in worker processes, which
-#    valgrind does not follow (the same C paths run in every other spec);
+#  - spec/torture_spec.lua and spec/chaos_spec.lua: their work happens in
+#    worker processes, which valgrind does not follow (the same C paths run
+#    in every other spec; make asan runs them, workers included);
 #  - the #fork-tagged spec: valgrind hangs in a forked child of a threaded
 #    process (make asan runs it).
-MEMCHECK_EXCLUDE = spec/nginx_spec.lua spec/torture_spec.lua
+MEMCHECK_EXCLUDE = spec/nginx_spec.lua spec/torture_spec.lua \
+  spec/chaos_spec.lua
 memcheck: deps all
 	@sh spec/memcheck.sh $(filter-out $(MEMCHECK_EXCLUDE),$(wildcard spec/*_spec.lua))
 
