@@ -142,11 +142,13 @@ torture: deps all
 # the chaos run (docs/testing.md, "The chaos run"): random programs over
 # every recipe and option, faults, a checker per recipe.  make chaos
 # replays a seed (SEED=n) of a profile (PROFILE: chaos, short, quick,
-# broken; ONLY=COMPOSITION keeps one of issue 22's, ONLY=none none);
+# broken; ONLY=COMPOSITION keeps one of issue 22's, ONLY=none none,
+# FOCUS=COMPOSITION keeps one and draws it more often);
 # make soak runs 30 minutes on a 3-member ensemble
 PROFILE ?= chaos
 chaos: deps all
-	@sh spec/chaos.sh $(PROFILE) $(SEED) $(if $(ONLY),only=$(ONLY))
+	@sh spec/chaos.sh $(PROFILE) $(SEED) $(if $(ONLY),only=$(ONLY)) \
+	  $(if $(FOCUS),focus=$(FOCUS))
 
 soak: deps all
 	@sh spec/chaos.sh soak $(SEED) $(if $(ONLY),only=$(ONLY))

@@ -25,7 +25,7 @@ local function logs(lines) return K.parse(table.concat(lines, "\n")) end
 describe("chaos checkers", function()
   it("parse: fields by line kind, numbers as numbers, the last field " ..
      "keeps its spaces", function()
-    local l = logs({ "E 1.0 g1/1.0 release bad argument #1 to 'x'",
+    local l = logs({ "E 1.0 g1/1.0 3.5 release bad argument #1 to 'x'",
       hold("mutex", "m1", "g1/1.0", 1.5, 2) })
     assert.equal("bad argument #1 to 'x'", l.E[1].msg)
     assert.equal(1.5, l.H[1].t0)
@@ -94,7 +94,7 @@ describe("chaos checkers", function()
 
   it("contract: an error, is_held() true on another node, believed or " ..
      "released ok past max_hold; not false then true again", function()
-    assert.equal(1, #K.contract(logs({ "E 1.0 g1/1.0 release boom" })))
+    assert.equal(1, #K.contract(logs({ "E 1.0 g1/1.0 2 release boom" })))
     assert.equal(0, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,
       { lost = 1.5, rel_t = 3 }) })))
     assert.equal(1, #K.contract(logs({ hold("mutex", "m1", "a/1.0", 1, 2,

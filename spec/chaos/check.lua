@@ -23,7 +23,7 @@ local FIELDS = {
   BW = { "target", "task", "t_s", "t_e", "res", "timeout" },
   DE = { "target", "k", "p", "t_s", "t_e", "res" },
   DL = { "target", "k", "p", "t_s", "t_e", "res" },
-  E = { "p", "task", "what", "msg" },
+  E = { "p", "task", "t", "what", "msg" },
   S = { "p", "pid", "t" },
   D = { "p", "t" },
   -- the driver's: F kind t0 t1 who; X t node; Y t target
@@ -245,8 +245,8 @@ function K.contract(logs, margin)
   margin = margin or 0.25
   local v = {}
   for _, e in ipairs(list(logs, "E")) do
-    v[#v + 1] = { t = 0, text = ("%s %s: %s raised %s"):format(e.p, e.task,
-      e.what, e.msg) }
+    v[#v + 1] = { t = e.t or 0, text = ("%s %s: %s raised %s"):format(e.p,
+      e.task, e.what, e.msg) }
   end
   for _, h in ipairs(list(logs, "H")) do
     if h.flip == 1 then

@@ -56,13 +56,14 @@ C.KNOWN = { "downgrade_max_hold", "smutex_max_hold", "abandon_lease",
   "linger", "big" }
 
 --- A profile like `name`'s, with only the known composition `only` left
--- in (nil: none of them).
-function C.only(name, only)
+-- in (nil or "none": none of them); with `focus`, its ops drawn more often.
+function C.only(name, only, focus)
   local p = {}
   for k, v in pairs(C.PROFILES[name]) do p[k] = v end
-  p.name = name .. (only and "/" .. only or "")
+  p.name = name .. (only and "/" .. only or "") .. (focus and "+focus" or "")
   p.avoid = {}
   for _, k in ipairs(C.KNOWN) do p.avoid[k] = k ~= only end
+  p.focus = focus and only or nil
   return p
 end
 
@@ -137,6 +138,7 @@ function C.run(profile, seed, opts)
     plan.t0 = core.now() + 3 -- (the workers connect meanwhile)
     plan.t_end = plan.t0 + prof.seconds
     plan.broken = prof.broken
+    plan.focus = prof.focus
     H.write(plan_file, "return " .. G.serialize(plan))
     local runtimes = H.runtimes()
 
@@ -351,14 +353,16 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
   -- arguments in any order: a profile name, a seed (a number), and
   -- "only=COMPOSITION" (one of C.KNOWN, or "none") to keep only that one
   -- of issue 22's compositions
-  local name, seed, only = "chaos", nil, nil
+  -- (and "focus=COMPOSITION": only that one, drawn more often)
+  local name, seed, only, focus = "chaos", nil, nil, nil
   for _, a in ipairs(arg) do
     if tonumber(a) then seed = tonumber(a)
     elseif a:match("^only=") then only = a:match("^only=(.*)$")
+    elseif a:match("^focus=") then only = a:match("^focus=(.*)$"); focus = true
     else name = a end
   end
   assert(C.PROFILES[name], "no profile " .. name)
-  local s = C.run(only and C.only(name, only) or name, seed)
+  local s = C.run(only and C.only(name, only, focus) or name, seed)
   print(s.line)
   print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..
     "PROFILE=" .. name .. " SEED=" .. s.seed .. ")"))
