@@ -325,8 +325,14 @@ function K.fifo(logs, plan, after)
   for _, c in ipairs(list(logs, "A")) do
     if c.kind == "mutex" and c.t_q >= 0 and
         (not plan or plan.targets[c.target].kind == "mutex") then
+      -- (a wait that failed ended at its deadline, whenever its coroutine
+      -- ran again to say so)
+      local c_end = c.t_e
+      if c.res ~= "ok" and c.timeout then
+        c_end = math.min(c_end, c.t_s + c.timeout)
+      end
       for _, x in ipairs(holds[c.target] or {}) do
-        if x.ts > c.t_q + 0.1 and x.t0 < c.t_e - 0.01 and x.task ~= c.task
+        if x.ts > c.t_q + 0.1 and x.t0 < c_end - 0.01 and x.task ~= c.task
             and not in_fault(ws, c.t_q - 1, x.t0)
             and not in_fault(touched[c.target] or {}, c.t_q - 1, x.t0) then
           v[#v + 1] = { t = x.t0, text = ("%s: %s started at %.3f, after " ..

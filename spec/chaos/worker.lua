@@ -44,6 +44,14 @@ local function connect()
     connect_timeout = 30, id = "chaos " .. P })
 end
 local zk = assert(connect())
+
+-- a lazy collector in some workers (as in a program that allocates
+-- little): what only garbage collection frees stays a while
+if focus == "abandon_lease" or R:chance(0.3) then
+  if not pcall(collectgarbage, "incremental", 1000) then
+    collectgarbage("setpause", 1000)
+  end
+end
 L("S", P, core.pid(), now())
 
 -- ---------------------------------------------------------------------------
