@@ -46,8 +46,11 @@ end
 local zk = assert(connect())
 
 -- a lazy collector in some workers (as in a program that allocates
--- little): what only garbage collection frees stays a while
-if focus == "abandon_lease" or R:chance(0.3) then
+-- little): what only garbage collection frees stays a while; none at all
+-- but the explicit ones under the focus on abandoned waits (a large heap)
+if focus == "abandon_lease" then
+  collectgarbage("stop")
+elseif R:chance(0.3) then
   if not pcall(collectgarbage, "incremental", 1000) then
     collectgarbage("setpause", 1000)
   end
@@ -248,7 +251,7 @@ end
 -- Plan how a wait ends early: an error out of the waiter, or
 -- coroutine.close() of the task (Lua 5.4), after some part of timeout.
 local function plan_abandon(task, timeout, kind)
-  local p = focus == "abandon_lease" and kind ~= "mutex" and 0.3 or 0.08
+  local p = focus == "abandon_lease" and kind ~= "mutex" and 0.5 or 0.08
   if not R:chance(p) then return end
   local d = R:float() * math.min(timeout, 3)
   if has_close and R:chance(0.5) then
@@ -297,9 +300,21 @@ local function acquire(task, kind, tname, obj, timeout, opts)
   return got, data
 end
 
+-- A client of a task's own is closed after its op (idempotent: a closer
+-- may have closed it already).
+local function release_client(task)
+  local c = task.own_client
+  if not c then return end
+  task.own_client = nil
+  c:close()
+  for i = #clients, 1, -1 do
+    if clients[i] == c then table.remove(clients, i) end
+  end
+end
+
 local function drop(task)
   -- the object goes for garbage collection with its hold
-  task.own_client = nil
+  release_client(task)
   collectgarbage()
   collectgarbage()
 end
@@ -394,7 +409,9 @@ function OPS.smutex(task)
   if R:chance(0.4) and not (is_shared and avoid.smutex_max_hold) then
     opts.max_hold = R:pick({ 0.3, 0.6, 1 })
   end
-  local timeout = pick_timeout()
+  -- (the focus on abandoned waits waits long, so that a wait stuck behind
+  -- one is seen)
+  local timeout = focus == "abandon_lease" and 5 or pick_timeout()
   local got = acquire(task, "smutex", t.name, obj, timeout, opts)
   if not got then return end
   local h = new_hold("smutex", t.name, task, obj:token(), obj:node(),
@@ -416,7 +433,8 @@ function OPS.sem(task)
   local holds, checks, leases = {}, {}, {}
   for _ = 1, R:int(1, 3) do
     local opts = R:chance(0.3) and { max_hold = R:pick({ 0.3, 1 }) } or nil
-    local lease = acquire(task, "lease", t.name, sem, pick_timeout(), opts)
+    local lease = acquire(task, "lease", t.name, sem,
+      focus == "abandon_lease" and 5 or pick_timeout(), opts)
     if not lease then break end
     local h = new_hold("lease", t.name, task, lease:token(), lease:node(),
       opts and opts.max_hold)
@@ -637,6 +655,7 @@ function OPS.burst(task)
       kid.force_shared = true
       local ok, err = pcall(OPS[kind], kid)
       if not ok then unexpected(kid, "burst " .. kind, err) end
+      release_client(kid)
     end)
   end
   local ok, err = pcall(OPS[kind], task)
@@ -662,7 +681,7 @@ local function general(task)
     local op = R:weighted(weights)
     local ok, err = pcall(OPS[op], task)
     if not ok then unexpected(task, op, err) end
-    task.own_client = nil
+    release_client(task)
     sleep(R:float() * 0.05)
   end
 end
@@ -748,6 +767,7 @@ while true do
         local ok = coroutine.close(task.co)
         L("A", task.akind, task.atarget, task.name, task.t_s, task.tq or -1,
           now(), ok and "abandon" or "raised", "-", task.atimeout)
+        release_client(task)
         tasks[i] = spawn(task.name:match("^[^/]*"), task.fn)
         tasks[#tasks] = nil
       else
