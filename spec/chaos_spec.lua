@@ -47,8 +47,10 @@ describe("chaos run", function()
   it("short profile on a random seed: every recipe and option under " ..
      "faults and the chaos actor, no violation", function()
     local s = C.run(C.only("short"))
-    print("\n" .. s.line)
-    assert.is_true(s.ok, s.line)
+    local replay = ("replay: make chaos PROFILE=short ONLY=none SEED=%d")
+      :format(s.seed)
+    print("\n" .. s.line .. "\n" .. replay)
+    assert.is_true(s.ok, s.line .. "\n" .. replay)
     assert.is_true(s.holds > 100, s.line)
   end)
 

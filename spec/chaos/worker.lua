@@ -25,6 +25,8 @@ index, generation = tonumber(index), tonumber(generation)
 local P = ("%d.%d"):format(index, generation) -- this process, in the logs
 local now = core.now
 local R = G.stream(plan.seed, index * 1000 + generation)
+-- (a second stream for how abandoned waits end, so that R draws as before)
+local R2 = G.stream(plan.seed, index * 1000 + generation + 500000)
 local MAX_DATA = 1040384 -- connect's default max_data (docs/limits.md)
 
 local log = assert(io.open(logfile, "a"))
@@ -250,15 +252,29 @@ end
 
 -- Plan how a wait ends early: an error out of the waiter, or
 -- coroutine.close() of the task (Lua 5.4), after some part of timeout.
+-- Plan how a wait ends early: an error out of the waiter; or, from the
+-- scheduler, coroutine.close() of the task (Lua 5.4) or, when the object is
+-- the task's own, the task dropped for garbage collection, its object with
+-- it, while it waits.
 local function plan_abandon(task, timeout, kind)
   local p = focus == "abandon_lease" and kind ~= "mutex" and 0.5 or 0.08
   if not R:chance(p) then return end
   local d = R:float() * math.min(timeout, 3)
-  if has_close and R:chance(0.5) then
+  if has_close and R:chance(0.5) or not has_close and R2:chance(0.3) then
     task.close_at = now() + d
   else
     task.abandon_at = now() + d
   end
+end
+
+local function is_shared(obj)
+  for _, o in pairs(shared) do
+    if o == obj or type(o) == "table" and (o.read == obj or o.write == obj)
+    then
+      return true
+    end
+  end
+  return false
 end
 
 local function pick_timeout()
@@ -276,6 +292,7 @@ local function acquire(task, kind, tname, obj, timeout, opts)
   task.tq = false
   task.t_s, task.akind, task.atarget, task.atimeout = t_s, kind, tname,
     timeout
+  task.aown = not is_shared(obj)
   if not (avoid.abandon_lease and (kind == "smutex" or kind == "lease" or
       kind == "multi")) then
     plan_abandon(task, timeout, kind)
@@ -403,10 +420,10 @@ end
 -- semaphore mutex: Curator's, often shared, with max_hold
 function OPS.smutex(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "smutex"))]
-  local is_shared = task.force_shared or R:chance(0.7)
-  local obj = is_shared and shared_obj(t) or make(zk, t)
+  local one = task.force_shared or R:chance(0.7) -- the shared object
+  local obj = one and shared_obj(t) or make(zk, t)
   local opts = {}
-  if R:chance(0.4) and not (is_shared and avoid.smutex_max_hold) then
+  if R:chance(0.4) and not (one and avoid.smutex_max_hold) then
     opts.max_hold = R:pick({ 0.3, 0.6, 1 })
   end
   -- (the focus on abandoned waits waits long, so that a wait stuck behind
@@ -661,7 +678,9 @@ function OPS.burst(task)
   local ok, err = pcall(OPS[kind], task)
   if not ok then unexpected(task, "burst " .. kind, err) end
   for _, kid in ipairs(kids) do
-    while coroutine.status(kid.co) ~= "dead" do sleep(0.01) end
+    while coroutine.status(kid.co) ~= "dead" and not kid.gone do
+      sleep(0.01)
+    end
   end
 end
 
@@ -762,14 +781,29 @@ while true do
   local live = 0
   for i = 1, #tasks do
     local task = tasks[i]
+    local drop_it
+    if task.close_at and now() >= task.close_at and task.t_s then
+      drop_it = task.aown and (not has_close or R2:chance(0.5))
+      if not drop_it and not has_close then -- (the waiter raises instead)
+        task.close_at, task.abandon_at = nil, now()
+      end
+    end
     if coroutine.status(task.co) == "suspended" then
       if task.close_at and now() >= task.close_at and task.t_s then
-        local ok = coroutine.close(task.co)
+        local ok = drop_it or coroutine.close(task.co)
         L("A", task.akind, task.atarget, task.name, task.t_s, task.tq or -1,
-          now(), ok and "abandon" or "raised", "-", task.atimeout)
+          now(), ok and (drop_it and "dropped" or "abandon") or "raised", "-",
+          task.atimeout)
         release_client(task)
+        task.gone = true
+        by_co[task.co] = nil
         tasks[i] = spawn(task.name:match("^[^/]*"), task.fn)
         tasks[#tasks] = nil
+        if drop_it then -- the task, its coroutine and its object go
+          task = nil -- luacheck: ignore
+          collectgarbage()
+          collectgarbage()
+        end
       else
         local ok, err = coroutine.resume(task.co)
         if not ok then unexpected(task, "task", debug.traceback(task.co, err)) end
