@@ -27,11 +27,15 @@ C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
 C.PROFILES = {
   -- every recipe broken on purpose (gen.lua's plan.broken): each checker
   -- of BROKEN_FINDS must find something
-  broken = { workers = 4, seconds = 15, st = 2, chaos_every = 0,
+  broken = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
     avoid = { big = true, linger = true, smutex_max_hold = true,
       downgrade_max_hold = true, abandon_lease = true },
     broken = { mutex = true, smutex = true, sem = true, rw = true,
-      latch = true, barrier = true, dbarrier = true, leak = true } },
+      latch = true, barrier = true, dbarrier = true, leak = true,
+      fifo = true },
+    -- (leaders and leases more often, so that two at once are met)
+    weights = { mutex = 6, smutex = 3, sem = 4, rw = 5, multi = 1,
+      latch = 4, barrier = 2, burst = 2 } },
   -- make test: one standalone server, 30 s of load, a fault every 4 s
   short = { workers = 4, seconds = 20, st = 2, fault_every = 3,
     chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",

@@ -197,13 +197,16 @@ end
 -- objects: shared by the process's coroutines, or a task's own
 
 -- A target's object on client c.  plan.broken names the recipes to break
--- on purpose, to prove the checkers (spec/chaos_spec.lua): a mutex (and a
--- semaphore mutex) that lets two hold at once, a semaphore of one lease
--- too many, a read/write lock whose writers take the read lock.
+-- on purpose, to prove the checkers (spec/chaos_spec.lua): a mutex (m2)
+-- and a semaphore mutex that let two hold at once, a semaphore of one
+-- lease too many, a read/write lock whose writers take the read lock; and
+-- below, contenders that lose their place (m3), a release that forgets
+-- its node (m1), a latch per worker, a barrier waited on elsewhere, a
+-- double barrier of one member too few.
 local broken = plan.broken or {}
 local function make(c, t)
   if t.kind == "mutex" then
-    if broken.mutex then
+    if broken.mutex and t.name == "m2" then
       return require("zklock.testing").broken_mutex(c, t.path, 2)
     end
     return c:mutex(t.path, { linger = t.linger })
@@ -297,7 +300,20 @@ local function acquire(task, kind, tname, obj, timeout, opts)
       kind == "multi")) then
     plan_abandon(task, timeout, kind)
   end
-  local ok, got, data, ver_or_code = pcall(obj.acquire, obj, timeout, opts)
+  local take = obj.acquire
+  if broken.fifo and kind == "mutex" and tname == "m3" and timeout > 0.3 then
+    -- broken on purpose: a contender that loses its place (gives up its
+    -- node after a while and queues again at the back)
+    take = function(o, t, op)
+      local deadline = now() + t
+      while true do
+        local left = deadline - now()
+        local a, b, c = o:acquire(math.max(0, math.min(0.3, left)), op)
+        if a or c ~= "timeout" or left <= 0.3 then return a, b, c end
+      end
+    end
+  end
+  local ok, got, data, ver_or_code = pcall(take, obj, timeout, opts)
   task.abandon_at, task.close_at, task.t_s = nil, nil, nil
   if not ok then
     if got == ABANDON then
@@ -398,7 +414,9 @@ end
 -- one object (a cached node is reused at once)
 function OPS.mutex(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "mutex"))]
+  if broken.leak and t.name == "m1" then task.force_shared = true end
   local obj, how = choose_obj(task, t, function(c) return make(c, t) end)
+  if broken.leak and t.name == "m1" then task.force_shared = task.kid end
   local revocable = how ~= "shared" and R:chance(0.3)
   if revocable then
     obj:on_revoke(function(l)
@@ -489,7 +507,7 @@ local function rw_update(task, t, w, h, n)
     L("V", t.name, h.token, which, r and zxid or 0, v,
       r and "ok" or code == "lock_lost" and "lost" or "unknown")
     if not r then return end
-    if which == "a" then sleep(R:float() * 0.05) end
+    if which == "a" then sleep(R:float() * (broken.rw and 0.3 or 0.05)) end
   end
 end
 
@@ -669,7 +687,7 @@ function OPS.burst(task)
   local kids = {}
   for i = 1, R:int(2, 3) do
     kids[i] = spawn("b" .. i, function(kid)
-      kid.force_shared = true
+      kid.force_shared, kid.kid = true, true
       local ok, err = pcall(OPS[kind], kid)
       if not ok then unexpected(kid, "burst " .. kind, err) end
       release_client(kid)
@@ -728,7 +746,8 @@ local function member(task)
   local k = math.floor((now() - plan.t0) / period) + 1
   while plan.t0 + k * period < plan.t_end do
     -- (arrivals spread over half a second)
-    local arrive = plan.t0 + k * period + R:float() * 0.5
+    local arrive = plan.t0 + k * period +
+      (broken.dbarrier and index == t.members[1] and 0 or R:float() * 0.5)
     while now() < arrive do sleep(0.02) end
     local db = zk:double_barrier(t.path .. "/r" .. k,
       broken.dbarrier and index == t.members[1] and m - 1 or m)
