@@ -24,32 +24,6 @@ local C = {}
 C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
   "kill_leader" }
 
-C.PROFILES = {
-  -- every recipe broken on purpose (gen.lua's plan.broken): each checker
-  -- of BROKEN_FINDS must find something
-  broken = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
-    avoid = { big = true, linger = true, smutex_max_hold = true,
-      downgrade_max_hold = true, abandon_lease = true },
-    broken = { mutex = true, smutex = true, sem = true, rw = true,
-      latch = true, barrier = true, dbarrier = true, leak = true,
-      fifo = true },
-    -- (leaders and leases more often, so that two at once are met)
-    weights = { mutex = 6, smutex = 3, sem = 4, rw = 5, multi = 1,
-      latch = 4, barrier = 2, burst = 2 } },
-  -- make test: one standalone server, 30 s of load, a fault every 4 s
-  short = { workers = 4, seconds = 20, st = 2, fault_every = 3,
-    chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",
-      "restart" } },
-  -- no faults, no chaos actor: the recipes and options alone
-  quick = { workers = 4, seconds = 10, st = 2, chaos_every = 0 },
-  -- make soak: a 3-member ensemble, 30 minutes, every fault kind
-  soak = { workers = 6, seconds = 1800, st = 2, fault_every = 4,
-    chaos_every = 2, ensemble = true, faults = C.FAULTS },
-  -- make chaos: the short profile on the ensemble, a few minutes
-  chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,
-    chaos_every = 1.5, ensemble = true, faults = C.FAULTS },
-}
-
 -- The compositions issue 22 names, each a switch a profile's `avoid` can
 -- turn off: a downgrade whose write hold ends by max_hold (item 1); a
 -- semaphore mutex shared by coroutines, with max_hold (item 2); waits
@@ -58,15 +32,47 @@ C.PROFILES = {
 -- data at max_data (item 5: a guarded release too big for the server).
 C.KNOWN = { "downgrade_max_hold", "smutex_max_hold", "abandon_lease",
   "linger", "big" }
+-- Until issue 22 fixes them, the profiles of make test, make chaos and
+-- make soak leave them out (ONLY=all puts them back).
+local KNOWN_OFF = {}
+for _, k in ipairs(C.KNOWN) do KNOWN_OFF[k] = true end
+
+C.PROFILES = {
+  -- every recipe broken on purpose (worker.lua's plan.broken): chaos_spec
+  -- requires each checker to find its own
+  broken = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
+    avoid = KNOWN_OFF,
+    broken = { mutex = true, smutex = true, sem = true, rw = true,
+      latch = true, barrier = true, dbarrier = true, leak = true,
+      fifo = true },
+    -- (leaders and leases more often, so that two at once are met)
+    weights = { mutex = 6, smutex = 3, sem = 4, rw = 5, multi = 1,
+      latch = 4, barrier = 2, burst = 2 } },
+  -- make test: one standalone server, 20 s of load, a fault every ~3 s
+  short = { workers = 4, seconds = 20, st = 2, fault_every = 3,
+    chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",
+      "restart" }, avoid = KNOWN_OFF },
+  -- no faults, no chaos actor: the recipes and options alone, issue 22's
+  -- compositions included (ONLY= and FOCUS= pick one)
+  quick = { workers = 4, seconds = 10, st = 2, chaos_every = 0 },
+  -- make soak: a 3-member ensemble, 30 minutes, every fault kind
+  soak = { workers = 6, seconds = 1800, st = 2, fault_every = 4,
+    chaos_every = 2, ensemble = true, faults = C.FAULTS, avoid = KNOWN_OFF },
+  -- make chaos: the same for 3 minutes
+  chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,
+    chaos_every = 1.5, ensemble = true, faults = C.FAULTS,
+    avoid = KNOWN_OFF },
+}
 
 --- A profile like `name`'s, with only the known composition `only` left
--- in (nil or "none": none of them); with `focus`, its ops drawn more often.
+-- in (nil or "none": none of them; "all": every one); with `focus`, its
+-- ops drawn more often.
 function C.only(name, only, focus)
   local p = {}
   for k, v in pairs(C.PROFILES[name]) do p[k] = v end
   p.name = name .. (only and "/" .. only or "") .. (focus and "+focus" or "")
   p.avoid = {}
-  for _, k in ipairs(C.KNOWN) do p.avoid[k] = k ~= only end
+  for _, k in ipairs(C.KNOWN) do p.avoid[k] = only ~= "all" and k ~= only end
   p.focus = focus and only or nil
   return p
 end
@@ -354,10 +360,10 @@ function C.run(profile, seed, opts)
 end
 
 if not pcall(debug.getlocal, 4, 1) then -- run as a script
-  -- arguments in any order: a profile name, a seed (a number), and
-  -- "only=COMPOSITION" (one of C.KNOWN, or "none") to keep only that one
-  -- of issue 22's compositions
-  -- (and "focus=COMPOSITION": only that one, drawn more often)
+  -- arguments in any order: a profile name, a seed (a number),
+  -- "only=COMPOSITION" (one of C.KNOWN, "none" or "all": which of issue
+  -- 22's compositions to keep), "focus=COMPOSITION" (only that one, drawn
+  -- more often)
   local name, seed, only, focus = "chaos", nil, nil, nil
   for _, a in ipairs(arg) do
     if tonumber(a) then seed = tonumber(a)
