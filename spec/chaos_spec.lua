@@ -60,9 +60,9 @@ describe("chaos run", function()
   -- passes once it is fixed.
   -- Split between the runtimes (the workers run both either way).
   local DEFECTS = {
-    { "downgrade_max_hold", 2, "issue 22 item 1: a reader and a writer " ..
+    { "downgrade", 2, "issue 22 item 1: a reader and a writer " ..
       "at once after a downgrade whose write hold ends by max_hold" },
-    { "smutex_max_hold", 1, "issue 22 item 2: a semaphore mutex shared " ..
+    { "smutex_shared", 1, "issue 22 item 2: a semaphore mutex shared " ..
       "by coroutines with max_hold: a late release ends the next hold" },
     { "abandon_lease", 2, "issue 22 item 3: an abandoned semaphore, " ..
       "semaphore mutex or multilock wait keeps its node until garbage " ..

@@ -196,7 +196,7 @@ function K.fencing(logs, finals)
     table.sort(acc, function(a, b) return a.zxid < b.zxid end)
     local top
     for _, w in ipairs(acc) do
-      if w.zxid > 0 then
+      if w.zxid > 0 and w.token > 0 then -- (0: token unknown)
         if top and w.token < top.token then
           v[#v + 1] = { t = 0, text = ("%s: write of token %s (zxid %s) " ..
             "after one of token %s"):format(target, tostring(w.token),

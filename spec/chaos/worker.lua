@@ -179,6 +179,7 @@ local function fenced_increment(task, t, lock, token, big)
     return
   end
   local v = counter_value(data) + 1
+  token = lock:token() or token -- (nil at the acquire in a reconnection)
   L("P", t.name, token, v)
   local ok, r, zxid, code = pcall(lock.fenced_set, lock, t.counter,
     counter_data(v, big), plan.st * 3)
@@ -393,6 +394,7 @@ local function mutex_hold(task, t, obj, how, revocable)
   end
   if guarded then
     local v = counter_value(data) + 1
+    h.token = obj:token() or h.token -- (nil at the acquire in a reconnection)
     L("P", t.name, h.token, v)
     local r, _, zxid = released(h, function()
       return obj:release({ write = t.counter, data = counter_data(v, big) })
@@ -438,10 +440,11 @@ end
 -- semaphore mutex: Curator's, often shared, with max_hold
 function OPS.smutex(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "smutex"))]
-  local one = task.force_shared or R:chance(0.7) -- the shared object
+  local one = not avoid.smutex_shared and -- (the shared object)
+    (task.force_shared or R:chance(0.7))
   local obj = one and shared_obj(t) or make(zk, t)
   local opts = {}
-  if R:chance(0.4) and not (one and avoid.smutex_max_hold) then
+  if R:chance(0.4) then
     opts.max_hold = R:pick({ 0.3, 0.6, 1 })
   end
   -- (the focus on abandoned waits waits long, so that a wait stuck behind
@@ -524,7 +527,7 @@ function OPS.rw(task)
   local t = plan.targets[R:pick(G.of_kind(plan, "rw"))]
   local rw = rw_obj(task, t)
   local mode = R:weighted({ read = 4, write = 3,
-    downgrade = focus == "downgrade_max_hold" and 9 or 3 })
+    downgrade = focus == "downgrade" and 9 or 3 })
   local timeout = pick_timeout()
   if mode == "read" then
     local got = acquire(task, "read", t.name, rw.read, timeout)
@@ -544,7 +547,7 @@ function OPS.rw(task)
   end
   local opts = {}
   if R:chance(mode == "downgrade" and 0.5 or 0.25) and
-      not (mode == "downgrade" and avoid.downgrade_max_hold) then
+      not (mode == "downgrade" and avoid.downgrade) then
     opts.max_hold = R:pick({ 0.3, 0.6, 1 })
   end
   local got = acquire(task, "write", t.name, rw.write, timeout, opts)
@@ -682,7 +685,7 @@ end
 -- a burst: 2 or 3 more coroutines run one op of a kind at once on the
 -- process's shared object (concurrent requests on a worker-level object)
 function OPS.burst(task)
-  local kind = focus == "smutex_max_hold" and "smutex" or
+  local kind = focus == "smutex_shared" and "smutex" or
     R:pick({ "mutex", "smutex", "sem", "rw" })
   local kids = {}
   for i = 1, R:int(2, 3) do
@@ -706,8 +709,8 @@ local WEIGHTS = { mutex = 6, smutex = 3, sem = 2, rw = 5, multi = 2,
   latch = 1, barrier = 1, burst = 2 }
 
 -- (a focus draws its ops three times as often)
-local FOCUS_OPS = { downgrade_max_hold = { "rw" },
-  smutex_max_hold = { "smutex", "burst" }, abandon_lease = { "sem", "smutex",
+local FOCUS_OPS = { downgrade = { "rw" },
+  smutex_shared = { "smutex", "burst" }, abandon_lease = { "sem", "smutex",
   "multi" }, linger = { "mutex" }, big = { "mutex" } }
 local weights = {}
 for op, w in pairs(plan.weights or WEIGHTS) do weights[op] = w end
