@@ -147,11 +147,12 @@ torture: deps all
 # make soak runs 30 minutes on a 3-member ensemble
 PROFILE ?= chaos
 chaos: deps all
-	@sh spec/chaos.sh $(PROFILE) $(SEED) $(if $(ONLY),only=$(ONLY)) \
-	  $(if $(FOCUS),focus=$(FOCUS))
+	@sh spec/in_rundir.sh chaos lua5.4 spec/chaos/run.lua $(PROFILE) $(SEED) \
+	  $(if $(ONLY),only=$(ONLY)) $(if $(FOCUS),focus=$(FOCUS))
 
 soak: deps all
-	@sh spec/chaos.sh soak $(SEED) $(if $(ONLY),only=$(ONLY))
+	@sh spec/in_rundir.sh soak lua5.4 spec/chaos/run.lua soak $(SEED) \
+	  $(if $(ONLY),only=$(ONLY))
 
 # make memcheck: the Lua 5.4 suite under valgrind, every spec file but
 #  - spec/nginx_spec.lua: nginx runs LuaJIT; under Lua 5.4 the file is empty

@@ -1,25 +1,9 @@
 #!/bin/sh
 # make torture: the long torture run, then the broken-lock proof, under
-# Lua 5.4.  Everything started lives under one run directory and is killed
-# on exit.
-set -u
+# Lua 5.4, inside one run directory (spec/in_rundir.sh).
 cd "$(dirname "$0")/.." || exit 1
-RUN=$(mktemp -d /tmp/zklock-torture.XXXXXX) || exit 1
-export ZKLOCK_TEST_TMP="$RUN"
-cleanup() {
-  trap - EXIT INT TERM HUP
-  n=0
-  while pkill -KILL -f "$RUN" 2>/dev/null && [ $n -lt 50 ]; do
-    n=$((n + 1)); sleep 0.1
-  done
-  rm -rf "$RUN"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-export LUA_PATH='./lua/?.lua;./lua/?/init.lua;./?.lua;;'
-export LUA_CPATH='./build/lua5.4/?.so'
-rc=0
-lua5.4 spec/torture.lua "${1:-full}" || rc=1
-lua5.4 spec/torture.lua broken || rc=1
-exit $rc
+exec sh spec/in_rundir.sh torture sh -c '
+  rc=0
+  lua5.4 spec/torture.lua "$1" || rc=1
+  lua5.4 spec/torture.lua broken || rc=1
+  exit $rc' sh "${1:-full}"
