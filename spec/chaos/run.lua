@@ -382,7 +382,8 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
   local s = C.run(only and C.only(name, only, focus) or name, seed)
   print(s.line)
   print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..
-    "PROFILE=" .. name .. " SEED=" .. s.seed .. ")"))
+    "PROFILE=" .. name .. " SEED=" .. s.seed ..
+    (only and (focus and " FOCUS=" or " ONLY=") .. only or "") .. ")"))
   os.exit(s.ok and 0 or 1)
 end
 
