@@ -501,7 +501,7 @@ function K.check(logs, env)
     contract = K.contract(logs),
     waits = K.waits(logs, env.wait_bound or (3 * st + 5)),
     fifo = K.fifo(logs, env.plan, after),
-    wedges = K.wedges(logs, env.plan, env.gap or 2, after),
+    wedges = K.wedges(logs, env.plan, env.gap or 3, after),
     barrier = K.barrier(logs),
     dbarrier = K.dbarrier(logs, env.plan, after),
     processes = {},
