@@ -44,6 +44,9 @@ describe("chaos checkers", function()
       hold("read", "rw1", "a/1.0", 1.5, 3) }), PLAN))
     assert.equal(1, #K.exclusion(logs({ hold("write", "rw1", "a/1.0", 1, 2),
       hold("read", "rw1", "b/2.0", 1.5, 3) }), PLAN))
+    -- a hold is_held() never confirmed (t1 = -1) was never believed
+    assert.equal(0, #K.exclusion(logs({ hold("mutex", "m1", "a/1.0", 1, 2),
+      hold("mutex", "m1", "b/2.0", 1.5, -1) }), PLAN))
   end)
 
   it("exclusion: a hold whose node the chaos actor deleted is excused " ..

@@ -113,8 +113,9 @@ end
 local function new_hold(kind, tname, task, token, node, mh)
   local ts = task.ts
   task.ts = nil -- (the acquire's start, for this hold only)
+  -- (t1 = -1: not believed until is_held() says so)
   return { kind = kind, target = tname, task = task.name, t0 = now(),
-    t1 = now(), ts = ts or -1, lost = -1, flip = 0, token = token or 0,
+    t1 = -1, ts = ts or -1, lost = -1, flip = 0, token = token or 0,
     node = node or "-", mh = mh or 0, rel_t = -1, rel_e = -1, rel = "none" }
 end
 
