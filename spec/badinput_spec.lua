@@ -146,6 +146,41 @@ describe("bad input", function()
     assert.equal(0, zklock.revoke(zk, H.path()))
   end)
 
+  -- (found by the chaos run: a lock at the 4096-byte limit was accepted,
+  -- and its fenced_set raised "bad argument #2 to '?' (path too long)":
+  -- the node's path was longer than the limit)
+  it("a recipe path too long for its nodes' paths is refused up front; " ..
+     "the longest allowed works with fenced and guarded writes", function()
+    local dir = H.path("long")
+    local function long(n) return dir .. "/" .. ("x"):rep(n - #dir - 1) end
+    for _, make in ipairs({
+      function(p) return zk:mutex(p) end,
+      function(p) return zk:semaphore_mutex(p) end,
+      function(p) return zk:rwlock(p) end,
+      function(p) return zk:semaphore(p, 2) end,
+      function(p) return zk:leader_latch(p) end,
+      function(p) return zk:leader_selector(p, function() end) end,
+      function(p) return zk:double_barrier(p, 2) end,
+    }) do
+      assert.has_error(function() make(long(4033)) end)
+      assert.is_truthy(make(long(4032)))
+    end
+    local ok, err = pcall(zk.mutex, zk, long(4096))
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'mutex' %(path too long %(over " ..
+      "4032 bytes: its nodes' paths would pass 4096%)", err)
+    local m = zk:mutex(long(4032))
+    local target = long(4096)
+    assert.equal(m, m:acquire(5))
+    assert.is_true(#m:node() <= 4096)
+    assert.is_number((m:fenced_set(target, "1")))
+    assert.is_true((m:release({ write = target, data = "2" })))
+    assert.equal("2", (zk:get(target)))
+    local lease = assert(zk:semaphore(long(4032), 1):acquire(5))
+    assert.is_true(#lease:node() <= 4096)
+    assert.is_true(lease:release())
+  end)
+
   it("set_waiter", function()
     assert.has_error(function() zklock.set_waiter(5) end)
     zklock.set_waiter(nil)

@@ -70,8 +70,7 @@ describe("chaos run", function()
     { "linger", 2, "issue 22 item 4: a lingering lock reused ahead of a " ..
       "contender queued during the first hold" },
     { "big", 1, "issue 22 item 5: a guarded release too large for the " ..
-      "server leaves the lock held for ever; and fenced_set on a lock " ..
-      "whose path is 4096 bytes raises (its node's path is longer)" },
+      "server leaves the lock held for ever" },
   }
   for i, d in ipairs(DEFECTS) do
     if (i % 2 == 1) == H.is54 then

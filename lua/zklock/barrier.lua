@@ -66,7 +66,7 @@ function client_methods:double_barrier(path, members)
   if not core.is_client(self) then
     argerror(1, "double_barrier", "zklock client expected")
   end
-  check_path(path, 1, "double_barrier")
+  check_path(path, 1, "double_barrier", R.RECIPE_PATH_MAX)
   check_count(members, 2, "double_barrier", "members")
   return box(DoubleBarrier, { client = self, path = path, members = members,
     ours = path .. "/" .. core.uuid(), entered = false })

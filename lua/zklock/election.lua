@@ -47,7 +47,7 @@ function client_methods:leader_latch(path, id)
   if not core.is_client(self) then
     argerror(1, "leader_latch", "zklock client expected")
   end
-  check_path(path, 1, "leader_latch")
+  check_path(path, 1, "leader_latch", R.RECIPE_PATH_MAX)
   if id ~= nil then R.check_data(self, id, 2, "leader_latch") end
   return box(Latch, { client = self, path = path,
     id = id or L.owner_data(self), fns = {} })
@@ -358,7 +358,7 @@ function client_methods:leader_selector(path, fn, opts)
   if not core.is_client(self) then
     argerror(1, "leader_selector", "zklock client expected")
   end
-  check_path(path, 1, "leader_selector")
+  check_path(path, 1, "leader_selector", R.RECIPE_PATH_MAX)
   if type(fn) ~= "function" then
     argerror(2, "leader_selector", "function expected, got " .. type(fn))
   end

@@ -71,7 +71,7 @@ local function new_lock(client, path, fname, kind, opts, n)
   if not core.is_client(client) then
     argerror(1, fname, "zklock client expected")
   end
-  check_path(path, 1, fname)
+  check_path(path, 1, fname, R.RECIPE_PATH_MAX)
   local max_hold = check_opts(opts, n or 2, fname)
   local linger = opts and opts.linger
   if linger ~= nil then

@@ -68,14 +68,24 @@ local function argerror(n, fname, msg)
 end
 R.argerror = argerror
 
-function R.check_path(path, n, fname)
+-- The longest path a recipe directory may have: its longest node name,
+-- "/leases/_c_<uuid>-lease-<10 digits>" (64 bytes), must fit within the
+-- 4096 bytes of any path (docs/limits.md).
+R.RECIPE_PATH_MAX = 4096 - 64
+
+--- `path`, or a standard argument error; `max` (default 4096): its
+-- longest length in bytes (R.RECIPE_PATH_MAX for a recipe's directory).
+function R.check_path(path, n, fname, max)
   if type(path) ~= "string" then
     argerror(n, fname, "string expected, got " .. type(path))
   end
+  max = max or 4096
   local why
   if path:sub(1, 1) ~= "/" then why = "path must start with '/'"
   elseif #path == 1 then why = "path must not be the root"
-  elseif #path > 4096 then why = "path too long (over 4096 bytes)"
+  elseif #path > max then
+    why = ("path too long (over %d bytes%s)"):format(max, max < 4096 and
+      ": its nodes' paths would pass 4096" or "")
   elseif path:sub(-1) == "/" then why = "path must not end with '/'"
   elseif path:find("//", 1, true) then why = "empty path component"
   elseif path:find("%z") then why = "path contains a NUL byte"

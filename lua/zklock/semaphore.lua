@@ -32,7 +32,7 @@ function client_methods:semaphore(path, max_leases, opts)
   if not core.is_client(self) then
     argerror(1, "semaphore", "zklock client expected")
   end
-  check_path(path, 1, "semaphore")
+  check_path(path, 1, "semaphore", R.RECIPE_PATH_MAX)
   check_count(max_leases, 2, "semaphore", "max_leases")
   local lock = new_lock(self, path, "semaphore",
     { kind = "lease", markers = "lease", max_leases = max_leases,

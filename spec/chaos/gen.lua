@@ -87,8 +87,8 @@ function G.plan(seed, root, workers, opts)
     -- guarded release's multi then nears the server's jute.maxbuffer)
     t.big = not opts.big and i == 3
     if t.big then
-      -- (at the limit itself, the lock's nodes are longer than the limit)
-      t.path = G.long_path(root, "m" .. i, r:pick({ 3900, 4096 }))
+      -- (up to the longest a recipe path may be: docs/limits.md)
+      t.path = G.long_path(root, "m" .. i, r:pick({ 3900, 4032 }))
       t.counter = G.long_path(root .. "/data", "m" .. i, 4096)
     else
       t.path = root .. "/m" .. i
