@@ -47,8 +47,9 @@ C.PROFILES = {
     broken = { mutex = true, smutex = true, sem = true, rw = true,
       latch = true, barrier = true, dbarrier = true, leak = true,
       fifo = true },
-    -- (leaders and leases more often, so that two at once are met)
-    weights = { mutex = 6, smutex = 3, sem = 4, rw = 5, multi = 1,
+    -- (leaders, leases and read/write more often, so that two at once
+    -- are met)
+    weights = { mutex = 8, smutex = 3, sem = 4, rw = 8, multi = 1,
       latch = 4, barrier = 2, burst = 2 } },
   -- make test: one standalone server, 20 s of load, a fault every ~3 s
   short = { workers = 4, seconds = 20, st = 2, fault_every = 3,

@@ -416,8 +416,8 @@ end
 -- mutex: reentrant, max_hold, linger (the target's), guarded read and
 -- write, fenced_set, revocable; now and then several holds in a row on
 -- one object (a cached node is reused at once)
-function OPS.mutex(task)
-  local t = plan.targets[R:pick(G.of_kind(plan, "mutex"))]
+function OPS.mutex(task, name)
+  local t = plan.targets[name or R:pick(G.of_kind(plan, "mutex"))]
   if broken.leak and t.name == "m1" then task.force_shared = true end
   local obj, how = choose_obj(task, t, function(c) return make(c, t) end)
   if broken.leak and t.name == "m1" then task.force_shared = task.kid end
@@ -512,7 +512,7 @@ local function rw_update(task, t, w, h, n)
     L("V", t.name, h.token, which, r and zxid or 0, v,
       r and "ok" or code == "lock_lost" and "lost" or "unknown")
     if not r then return end
-    if which == "a" then sleep(R:float() * (broken.rw and 0.3 or 0.05)) end
+    if which == "a" then sleep(broken.rw and 0.3 or R:float() * 0.05) end
   end
 end
 
@@ -719,6 +719,10 @@ for op, w in pairs(plan.weights or WEIGHTS) do weights[op] = w end
 for _, op in ipairs(FOCUS_OPS[focus] or {}) do weights[op] = weights[op] * 3 end
 
 local function general(task)
+  -- (broken on purpose: every coroutine meets the forgotten release on m1
+  -- and the contenders that lose their place on m3 first)
+  if broken.leak then pcall(OPS.mutex, task, "m1") end
+  if broken.fifo then pcall(OPS.mutex, task, "m3") end
   while now() < plan.t_end do
     local op = R:weighted(weights)
     local ok, err = pcall(OPS[op], task)
