@@ -181,16 +181,14 @@ function K.fencing(logs, finals)
   for _, p in ipairs(list(logs, "P")) do
     sent[p.target] = (sent[p.target] or 0) + 1
   end
+  local answered = {}
   for _, w in ipairs(list(logs, "W")) do
     by[w.target] = by[w.target] or {}
+    answered[w.target] = (answered[w.target] or 0) + 1
     if w.what == "ok" then table.insert(by[w.target], w)
     elseif w.what == "unknown" then
       unknown[w.target] = (unknown[w.target] or 0) + 1
     end
-  end
-  local answered = {}
-  for _, w in ipairs(list(logs, "W")) do
-    answered[w.target] = (answered[w.target] or 0) + 1
   end
   for target, acc in pairs(by) do
     table.sort(acc, function(a, b) return a.zxid < b.zxid end)

@@ -175,10 +175,8 @@ end
 
 -- Read the counter and write it back plus one, fenced by `lock`.
 local function fenced_increment(task, t, lock, token, big)
-  local data = zk:get(t.counter, plan.st)
-  if data == nil and select(3, zk:get(t.counter, plan.st)) ~= "no_node" then
-    return
-  end
+  local data, _, gcode = zk:get(t.counter, plan.st)
+  if data == nil and gcode ~= "no_node" then return end
   local v = counter_value(data) + 1
   token = lock:token() or token -- (nil at the acquire in a reconnection)
   L("P", t.name, token, v)
@@ -255,8 +253,6 @@ local function choose_obj(task, t, new)
   return new(zk), "own"
 end
 
--- Plan how a wait ends early: an error out of the waiter, or
--- coroutine.close() of the task (Lua 5.4), after some part of timeout.
 -- Plan how a wait ends early: an error out of the waiter; or, from the
 -- scheduler, coroutine.close() of the task (Lua 5.4) or, when the object is
 -- the task's own, the task dropped for garbage collection, its object with
@@ -398,17 +394,18 @@ local function mutex_hold(task, t, obj, how, revocable)
     local v = counter_value(data) + 1
     h.token = obj:token() or h.token -- (nil at the acquire in a reconnection)
     L("P", t.name, h.token, v)
-    local r, _, zxid = released(h, function()
+    local r, err, zxid = released(h, function()
       return obj:release({ write = t.counter, data = counter_data(v, big) })
     end)
     L("W", t.name, h.token, r and zxid or 0, v,
       r and "ok" or h.rel == "lock_lost" and "lost" or "unknown")
+    if h.rel == "raised" then unexpected(task, "mutex:release", err) end
   else
     if R:chance(0.6) then fenced_increment(task, t, obj, h.token, big) end
     sample(h, check())
-    released(h, function() return obj:release() end)
+    local _, err = released(h, function() return obj:release() end)
+    if h.rel == "raised" then unexpected(task, "mutex:release", err) end
   end
-  if h.rel == "raised" then unexpected(task, "mutex:release", h.rel) end
   log_hold(h)
   return true
 end
@@ -516,6 +513,16 @@ local function rw_update(task, t, w, h, n)
   end
 end
 
+-- A reader's look at both nodes, logged with whether it still held after
+-- (so it held through both reads).
+local function read_update(t, h, check)
+  local a = zk:get(t.a, plan.st)
+  local b = zk:get(t.b, plan.st)
+  local held = check()
+  sample(h, held)
+  L("R", t.name, h.task, h.t0, held and 1 or 0, a or "-", b or "-")
+end
+
 local rw_n = 0
 local function rw_obj(task, t)
   if task.force_shared or R:chance(0.5) then return shared_obj(t) end
@@ -537,11 +544,7 @@ function OPS.rw(task)
     local h = new_hold("read", t.name, task, rw.read:token(), rw.read:node())
     local check = function() return rw.read:is_held(), rw.read:node() end
     work(pick_work() / 2, { h }, { check }, task)
-    local a = zk:get(t.a, plan.st)
-    local b = zk:get(t.b, plan.st)
-    local held = check()
-    sample(h, held)
-    L("R", t.name, h.task, h.t0, held and 1 or 0, a or "-", b or "-")
+    read_update(t, h, check)
     work(pick_work() / 2, { h }, { check }, task)
     local _, err = released(h, function() return rw.read:release() end)
     if h.rel == "raised" then unexpected(task, "read:release", err) end
@@ -585,11 +588,7 @@ function OPS.rw(task)
     work(pick_work(), { hr }, { cr }, task)
   else -- read and write held on, past a max_hold perhaps
     work(pick_work() * 2, { hw, hr }, { cw, cr }, task)
-    local a = zk:get(t.a, plan.st)
-    local b = zk:get(t.b, plan.st)
-    local held = cr()
-    sample(hr, held)
-    L("R", t.name, hr.task, hr.t0, held and 1 or 0, a or "-", b or "-")
+    read_update(t, hr, cr)
   end
   local _, err = released(hr, function() return rw.read:release() end)
   if hr.rel == "raised" then unexpected(task, "read:release", err) end
@@ -809,15 +808,13 @@ while true do
   local live = 0
   for i = 1, #tasks do
     local task = tasks[i]
-    local drop_it
-    if task.close_at and now() >= task.close_at and task.t_s then
-      drop_it = task.aown and (not has_close or R2:chance(0.5))
-      if not drop_it and not has_close then -- (the waiter raises instead)
-        task.close_at, task.abandon_at = nil, now()
-      end
+    local due = task.close_at and now() >= task.close_at and task.t_s
+    local drop_it = due and task.aown and (not has_close or R2:chance(0.5))
+    if due and not drop_it and not has_close then -- (the waiter raises
+      task.close_at, task.abandon_at, due = nil, now(), false -- instead)
     end
     if coroutine.status(task.co) == "suspended" then
-      if task.close_at and now() >= task.close_at and task.t_s then
+      if due then
         local ok = drop_it or coroutine.close(task.co)
         L("A", task.akind, task.atarget, task.name, task.t_s, task.tq or -1,
           now(), ok and (drop_it and "dropped" or "abandon") or "raised", "-",
