@@ -101,6 +101,13 @@ function H.children(zk, path)
   return names
 end
 
+--- Whether a node name is a lock node (mutex, lease and rw markers alike).
+function H.is_lock_node(name)
+  return (name:find("%-lock%-") or name:find("__lock__") or
+    name:find("%-lease%-") or name:find("__READ__") or
+    name:find("__WRIT__")) ~= nil
+end
+
 --- Lock nodes under path (recursively, mutex/lease/rw markers alike).
 -- A directory this session may not read (an ACL spec's) is skipped: those
 -- specs check their own nodes are gone.
@@ -112,9 +119,7 @@ function H.lock_nodes(zk, path, out)
   if not names and code ~= "no_auth" then error(msg .. " " .. code) end
   for _, name in ipairs(names or {}) do
     local full = path .. "/" .. name
-    if name:find("%-lock%-") or name:find("__lock__") or
-        name:find("%-lease%-") or name:find("__READ__") or
-        name:find("__WRIT__") then
+    if H.is_lock_node(name) then
       out[#out + 1] = full
     end
     H.lock_nodes(zk, full, out)

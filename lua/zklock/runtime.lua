@@ -68,10 +68,11 @@ local function argerror(n, fname, msg)
 end
 R.argerror = argerror
 
--- The longest path a recipe directory may have: its longest node name,
--- "/leases/_c_<uuid>-lease-<10 digits>" (64 bytes), must fit within the
--- 4096 bytes of any path (docs/limits.md).
-R.RECIPE_PATH_MAX = 4096 - 64
+-- The longest path (docs/limits.md), and the longest a recipe directory
+-- may have: its longest node name, "/leases/_c_<uuid>-lease-<10 digits>"
+-- (64 bytes), must fit within the first.
+local PATH_MAX = 4096
+R.RECIPE_PATH_MAX = PATH_MAX - 64
 
 --- `path`, or a standard argument error; `max` (default 4096): its
 -- longest length in bytes (R.RECIPE_PATH_MAX for a recipe's directory).
@@ -79,13 +80,13 @@ function R.check_path(path, n, fname, max)
   if type(path) ~= "string" then
     argerror(n, fname, "string expected, got " .. type(path))
   end
-  max = max or 4096
+  max = max or PATH_MAX
   local why
   if path:sub(1, 1) ~= "/" then why = "path must start with '/'"
   elseif #path == 1 then why = "path must not be the root"
   elseif #path > max then
-    why = ("path too long (over %d bytes%s)"):format(max, max < 4096 and
-      ": its nodes' paths would pass 4096" or "")
+    why = ("path too long (over %d bytes%s)"):format(max, max < PATH_MAX and
+      (": its nodes' paths would pass %d"):format(PATH_MAX) or "")
   elseif path:sub(-1) == "/" then why = "path must not end with '/'"
   elseif path:find("//", 1, true) then why = "empty path component"
   elseif path:find("%z") then why = "path contains a NUL byte"

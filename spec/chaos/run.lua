@@ -92,8 +92,7 @@ local function lock_nodes(zk, t)
   local ok, names = pcall(H.children, zk, dir)
   local out = {}
   for _, n in ipairs(ok and names or {}) do
-    if n:find("%-lock%-") or n:find("%-lease%-") or n:find("__READ__") or
-        n:find("__WRIT__") then
+    if H.is_lock_node(n) then
       out[#out + 1] = dir .. "/" .. n
     end
   end
