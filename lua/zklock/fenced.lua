@@ -6,7 +6,7 @@ local L = require "zklock.lock"
 R.internal_file()
 
 local Lock = L.Lock
-local argerror, me = R.argerror, R.me
+local argerror = R.argerror
 local check_path, check_timeout = R.check_path, R.check_timeout
 local check_data, call_op = R.check_data, R.call_op
 
@@ -27,15 +27,19 @@ function Lock:fenced_set(path, data, timeout)
   check_path(path, 1, "fenced_set")
   check_data(f.client, data, 2, "fenced_set")
   timeout = check_timeout(timeout, 3, "fenced_set")
-  local own = f.owners[f.single and f or me()]
+  local own = L.hold_of(f)
   if not own then
     argerror(1, "fenced_set", f.name .. " " .. f.path ..
       " is not held by the calling coroutine")
   end
   local node = own.att:info()
-  -- a hold known lost, or past its max_hold, writes nothing (and so
+  if node then
+    L.check_request(f, f.dir .. "/" .. node, path, data, 2, "fenced_set")
+  end
+  -- a hold known lost, ended, or past its max_hold, writes nothing (and so
   -- fails for certain)
-  if not node or own.att:poll() ~= "held" or own.att:overdue() then
+  if not node or not L.live(own) or own.att:poll() ~= "held" or
+      own.att:overdue() then
     return nil, "lock lost", "lock_lost"
   end
   local v, zxid, code = call_op(f.client, timeout or

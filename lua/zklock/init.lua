@@ -208,24 +208,35 @@ end
 -- ---------------------------------------------------------------------------
 -- with_lock
 
+-- The release at the end of with_lock.  When fn raised, its error goes
+-- on whatever the release says (a release that raises too is reported
+-- to the log); otherwise a hold that ended before it (lost, revoked, past
+-- max_hold) makes with_lock answer nil, msg, "lock_lost".
 local function finish(lock, ok, ...)
+  if not ok then
+    local fine, err = pcall(lock.release, lock)
+    if not fine then R.log("error", "with_lock: release: " .. tostring(err)) end
+    error((...), 0)
+  end
   local released, msg, code = lock:release()
-  if not ok then error((...), 0) end
   -- fn ran, but not (all of it) under the lock: the caller must know
   if not released and code == "lock_lost" then return nil, msg, code end
   return ...
 end
 
 -- with_lock's `update`: fn's first result is the node's new data (nil:
--- unchanged), written with the release; the rest are returned
+-- unchanged), written with the release; the rest are returned.  A write
+-- refused before it is sent (too big for the server) releases plainly,
+-- then raises.
 local function finish_update(lock, path, ok, new, ...)
-  if not ok then
+  if not ok then return finish(lock, ok, new) end
+  if new == nil then return finish(lock, ok, ...) end
+  local fine, released, msg, code = pcall(lock.release, lock,
+    { write = path, data = new })
+  if not fine then
     lock:release()
-    error(new, 0)
+    error(released, 0)
   end
-  local released, msg, code
-  if new == nil then released, msg, code = lock:release()
-  else released, msg, code = lock:release({ write = path, data = new }) end
   if not released then return nil, msg, code end
   return ...
 end
@@ -240,6 +251,15 @@ local function run(lock, timeout, opts, fn, ...)
     return finish_update(lock, update, pcall(fn, msg, ...))
   end
   return finish(lock, pcall(fn, ...))
+end
+
+-- Can `lock` write with its release (with_lock's update)?  A mutex or a
+-- write lock; not what its holders share (a read lock, a semaphore) nor
+-- a multilock (whose release is several).
+local function writes_with_release(lock)
+  if getmetatable(lock) ~= L.Lock then return false end
+  local kind = core.unbox(lock).kind
+  return kind == "mutex" or kind == "write"
 end
 
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
@@ -265,6 +285,12 @@ function M.with_lock(lock, a, ...)
     L.check_opts(opts, 2, "with_lock")
     if a.update ~= nil then
       check_path(a.update, 2, "with_lock")
+      if not writes_with_release(lock) then
+        local name = getmetatable(lock) == L.Lock and core.unbox(lock).name
+          or mt.__name or "lock"
+        argerror(2, "with_lock", "update needs a mutex or a write lock: " ..
+          "a " .. tostring(name) .. " writes nothing with its release")
+      end
       if a.read ~= nil then
         argerror(2, "with_lock", "update reads the node already (read)")
       end

@@ -31,7 +31,7 @@ local session_leaving = R.session_leaving
 
 local Lock = {}
 Lock.__index = Lock
-local arm_callbacks, write_back
+local arm_callbacks, write_back, relock
 
 local function fields(self, fname)
   return R.checked(self, Lock, fname, "lock")
@@ -91,6 +91,7 @@ local function new_lock(client, path, fname, kind, opts, n)
     client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
+    -- (owners: see "holds" below)
     single = kind.single, max_hold = max_hold, linger = linger,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
   })
@@ -201,9 +202,10 @@ local function take_lease(f, timeout, max_hold)
     dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
   if not gate then return nil, msg, code end
   local left = deadline and deadline - now()
+  -- (the gate goes too when this wait is abandoned: issue 22, item 3)
   local att
-  att, msg, code = take_node(f, left and (left > 0 and left or 0), nil,
-    max_hold)
+  att, msg, code = R.guarded(function() gate:release() end, take_node, f,
+    left and (left > 0 and left or 0), nil, max_hold)
   gate:release()
   if not att and code == "timeout" then
     msg = ("timeout: %s not acquired within %gs"):format(f.path, timeout)
@@ -268,6 +270,61 @@ local function read_held(client, timeout, path)
   return data, version, code
 end
 
+-- ---------------------------------------------------------------------------
+-- holds: one record per hold (docs/design.md, section 5.1)
+--
+-- A hold record lives from the acquire that takes it until its owner
+-- lets go of it, and every way a hold ends is read from it:
+--   att    the attempt: our node (lost, past max_hold: att:held() is false)
+--   count  levels taken by its owner (reentrant kinds)
+--   over   a downgraded read: the write attempt whose node keeps later
+--          writers out; the read hold lasts only while that one does
+--   keep   the write attempt kept for this reader, given back with it
+--   ended  why it ended before its owner let go: "revoked", "lost" (let
+--          go of in those callbacks), "released by another coroutine"
+--          (a semaphore mutex), "taken over" (ditto, lost and held anew)
+-- f.owners: owner key -> its hold (weak keys; nothing in a hold refers to
+-- its owner: LuaJIT's weak keys are not ephemerons).  A semaphore mutex,
+-- which any coroutine may release, also has f.current, the object's hold.
+
+-- Does hold h still hold?
+local function live(h)
+  if h.ended or not h.att:held() then return false end
+  local w = h.over
+  return w == nil or w:held()
+end
+
+-- The calling owner's hold of f: its own, or (a semaphore mutex) the
+-- object's; and whether it is the caller's own.
+local function hold_of(f)
+  local h = f.owners[me()]
+  if h then return h, true end
+  if f.single and f.current then return f.current, false end
+  return nil
+end
+
+local function lost_msg(h)
+  return "lock lost" .. (h.ended and ": " .. h.ended or "")
+end
+
+-- The server drops a request over jute.maxbuffer (1 MiB - 1 by default),
+-- and the client sends it again on every reconnect, for ever: a write
+-- with the release, or fenced by the lock node, must fit whole: its data,
+-- both paths (with the chroot) and ~1 KiB of headers, versions and ACL
+-- (docs/limits.md).
+local MAX_REQUEST, REQUEST_OVERHEAD = 1024 * 1024 - 1, 1024
+local function check_request(f, node_path, path, data, n, fname)
+  local chroot = #(R.chroots[f.client] or "")
+  local size = #data + #node_path + #path + 2 * chroot + REQUEST_OVERHEAD
+  if size > MAX_REQUEST then
+    argerror(n, fname, ("the write would make a request of about %d " ..
+      "bytes (%d of data, paths of %d and %d), over the server's limit " ..
+      "of %d (jute.maxbuffer): write less, or use shorter paths")
+      :format(size, #data, #node_path, #path, MAX_REQUEST))
+  end
+end
+L.check_request = check_request
+
 --- Acquire, waiting at most `timeout` seconds (nil: for ever).
 -- The same coroutine may acquire again: it then must release as often.
 -- `opts.max_hold` (seconds; default: the constructor's): the hold ends by
@@ -285,10 +342,13 @@ function Lock:acquire(timeout, opts)
     argerror(2, "acquire", "a semaphore mutex reads nothing with its " ..
       "acquire (read)")
   end
-  local co = f.single and f or me()
+  local co = me()
   local own = f.owners[co]
+  if own and own.ended then -- (its end was told: a new hold)
+    f.owners[co], own = nil, nil
+  end
   if own and not f.single then
-    if not own.att:held() then return nil, "lock lost", "lock_lost" end
+    if not live(own) then return nil, lost_msg(own), "lock_lost" end
     if read then -- held already: a plain read, still under the lock
       local data, version, rcode = read_held(client, timeout, read)
       if data == nil and rcode then return nil, version, rcode end
@@ -298,28 +358,30 @@ function Lock:acquire(timeout, opts)
     own.count = own.count + 1
     return self
   end
-  local ignore
+  local ignore, over
   if f.partner then -- read/write lock
     local other = f.partner.owners[co]
-    if f.kind == "write" and other and not own then
+    if f.kind == "write" and other and not other.ended then
       argerror(1, "acquire", "zklock.rwlock " .. f.path .. ": the read " ..
         "holder asking for the write lock would wait for itself for ever; " ..
         "release the read lock first")
     end
-    if f.kind == "read" and other then -- downgrade: the writer may read
-      ignore = other.att:info()
+    if f.kind == "read" and other and live(other) then
+      -- downgrade: the writer may read, past its own write node, for as
+      -- long as that node keeps later writers out
+      ignore, over = other.att:info(), other.att
     end
   end
-  local downgrade = ignore ~= nil
   local att
   local cached = f.lingering -- lock caching: the node we kept, if any
   f.lingering = nil
-  if cached and cached:relock(max_hold or f.max_hold) then
+  if cached and relock(client, cached, max_hold or f.max_hold, timeout) then
     att = cached -- held, no request sent
     hold_began(f, att, 0)
   else
     att, msg, code = take(f, timeout, ignore, max_hold, read)
     if not att then return nil, msg, code end
+    if f.linger then att:watch_contenders() end
   end
   local data, version
   if read then
@@ -331,9 +393,14 @@ function Lock:acquire(timeout, opts)
       return nil, version, code
     end
   end
-  -- (nothing in `own` may refer to co: LuaJIT's weak keys are not
-  -- ephemerons, and a hold of a coroutine that is gone must be collectable)
-  own = { att = att, count = 1, downgrade = downgrade }
+  own = { att = att, count = 1, over = over }
+  if f.single then
+    -- the object's previous hold ended without a release (its node went):
+    -- its owner hears so
+    local prev = f.current
+    if prev then prev.ended = prev.ended or "taken over" end
+    f.current = own
+  end
   f.owners[co] = own
   if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
@@ -341,30 +408,69 @@ function Lock:acquire(timeout, opts)
   return self
 end
 
+-- Hold the lingering node `att` again, if nobody else showed up.  The
+-- first listing of the directory may still be out (a release right after
+-- the hold began): its answer is awaited, one round trip, within the
+-- acquire's timeout (docs/design.md, section 4.13).  True: held.
+function relock(client, att, max_hold, timeout)
+  local r = att:relock(max_hold, true)
+  if r ~= "listing" then return r end
+  local answered = { poll = function()
+    local _, gen = att:poll()
+    r = att:relock(max_hold, true)
+    return r == "listing" and "pending" or "done", gen
+  end }
+  if await(client, answered, timeout and now() + timeout,
+      client:session_timeout()) == "timeout" then
+    r = att:relock(max_hold, false) -- (not known in time: a new node)
+  end
+  return r == true
+end
+
+-- release's options: write, data (checked; the request's size too)
+local function release_opts(f, h, opts)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then
+    argerror(1, "release", "table of options expected, got " .. type(opts))
+  end
+  local write, data = opts.write, opts.data
+  if write == nil then return nil end
+  if f.kind == "read" then
+    argerror(1, "release", "a read lock writes nothing with its release " ..
+      "(write): its holders share it, so two readers' writes would race")
+  end
+  check_path(write, 1, "release")
+  check_data(f.client, data, 1, "release")
+  local node = h and h.att:info()
+  if node then -- (none: lost, nothing will be sent)
+    check_request(f, f.dir .. "/" .. node, write, data, 1, "release")
+  end
+  return write, data
+end
+
 --- Release one level of the calling coroutine's hold; the last deletes the
--- node.  Releasing a lock this coroutine does not hold raises an error.
+-- node.  Releasing a lock this coroutine does not hold raises an error; a
+-- hold that ended meanwhile (lost, past its max_hold, revoked) answers
+-- nil, msg, "lock_lost".
 -- @return true, or nil, "lock lost", "lock_lost" when it was lost meanwhile
 function Lock:release(opts)
   local f = fields(self, "release")
-  local write, data
-  if opts ~= nil then
-    if type(opts) ~= "table" then
-      argerror(1, "release", "table of options expected, got " .. type(opts))
-    end
-    write, data = opts.write, opts.data
-    if write ~= nil then
-      check_path(write, 1, "release")
-      check_data(f.client, data, 1, "release")
-    end
-  end
-  local co = f.single and f or me()
-  local own = f.owners[co]
+  local co = me()
+  local own, mine = hold_of(f)
+  local write, data = release_opts(f, own, opts)
   if not own then
     argerror(1, "release", f.name .. " " .. f.path ..
       " is not held by the calling coroutine")
   end
+  if own.ended or (f.single and own ~= f.current) then
+    -- its end came first (and was told): the owner hears it once
+    f.owners[co] = nil
+    own.ended = own.ended or "taken over"
+    return nil, lost_msg(own), "lock_lost"
+  end
   local reader = f.kind == "write" and f.partner.owners[co]
-  if write and (own.count > 1 or (reader and reader.downgrade)) then
+  local downgraded = reader and reader.over == own.att
+  if write and (own.count > 1 or downgraded) then
     -- not the node's last word (or a downgrade keeps it): a fenced write,
     -- then the plain release
     require "zklock.fenced" -- (fenced_set; it requires this module)
@@ -376,15 +482,24 @@ function Lock:release(opts)
   end
   own.count = own.count - 1
   if own.count > 0 then return true end
-  f.owners[co] = nil
+  -- the last level: the hold ends here, whoever let go of it
+  local held = live(own)
+  local why = R.acting_why()
+  if why == "revoke" or why == "lost" then
+    own.ended = why == "revoke" and "revoked" or "lost" -- (told later)
+  elseif mine then
+    f.owners[co] = nil
+  else -- a semaphore mutex's, let go of by another coroutine
+    own.ended = "released by another coroutine" -- (its owner hears it)
+  end
+  if f.single then f.current = nil end
   local reg = with_callbacks[f.client]
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
   if write then return write_back(f.client, own.att, write, data) end
-  if f.linger and not f.lingering and not (reader and reader.downgrade) then
+  if f.linger and not f.lingering and not downgraded then
     -- lock caching: the node stays until someone else wants it
     local att = own.att
-    local held = att:held()
     if held and att:linger(f.linger) then
       hold_ended(f.client, att, true)
       f.lingering = att
@@ -394,10 +509,11 @@ function Lock:release(opts)
     return give_back(f.client, att, held)
   end
   -- (a read/write lock's write hold may keep its node: rwlock.lua)
-  if f.on_last_release and f.on_last_release(f, own, reader, node) then
+  if downgraded and held and f.on_last_release(f, own, reader, node) then
+    hold_ended(f.client, own.att, true)
     return true
   end
-  local ok, msg, code = give_back(f.client, own.att)
+  local ok, msg, code = give_back(f.client, own.att, held)
   if own.keep then give_back(f.client, own.keep) end
   return ok, msg, code
 end
@@ -424,47 +540,61 @@ write_back = function(client, att, path, data)
   return true, version, zxid
 end
 
-local function own_attempt(self, fname)
-  local f = fields(self, fname)
-  local own = f.owners[f.single and f or me()]
-  return own and own.att, f
+-- Let go of one level of `owner`'s hold of `lock` without waiting (an
+-- acquire abandoned: a closing coroutine cannot wait); the last level's
+-- node goes as the session can send it.
+function L.drop_level(lock, owner)
+  local f = unbox(lock)
+  local h = f and f.owners[owner]
+  if not h or h.ended then return end
+  h.count = h.count - 1
+  if h.count > 0 then return end
+  f.owners[owner] = nil
+  if f.single and f.current == h then f.current = nil end
+  local reg = with_callbacks[f.client]
+  if reg and h.key then reg[h.key] = nil end
+  hold_ended(f.client, h.att, live(h))
+  h.att:release()
+  if h.keep then h.keep:release() end
 end
 
 --- True while the calling coroutine holds the lock (and the session lives).
 function Lock:is_held()
-  local att = own_attempt(self, "is_held")
-  return att ~= nil and att:held()
+  local h = hold_of(fields(self, "is_held"))
+  return h ~= nil and live(h)
 end
 
 --- Fencing token of the calling coroutine's hold: the lock node's czxid,
 -- strictly increasing across every holder of every lock on the ensemble.
 -- @return number, or nil when not held
 function Lock:token()
-  local att = own_attempt(self, "token")
-  if not att or not att:held() then return nil end
-  return (select(2, att:info()))
+  local h = hold_of(fields(self, "token"))
+  if not h or not live(h) then return nil end
+  return (select(2, h.att:info()))
 end
 
 --- The lock's node path of the calling coroutine, or nil.
 function Lock:node()
-  local att, f = own_attempt(self, "node")
-  local name = att and att:info()
+  local f = fields(self, "node")
+  local h = hold_of(f)
+  local name = h and not h.ended and h.att:info()
   return name and f.dir .. "/" .. name or nil
 end
 
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.
 function Lock.__close(self)
   local f = unbox(self)
-  if f and f.owners[f.single and f or me()] then self:release() end
+  if f and f.owners[me()] then self:release() end
 end
 
 function Lock.__tostring(self)
   local f = unbox(self)
-  local att = f.owners[f.single and f or me()]
+  local h = hold_of(f)
   return ("%s{%s, %s}: %s"):format(f.name, f.path,
-    att and (att.att:held() and "held" or "lost") or "free", core.addr(self))
+    h and (live(h) and "held" or "lost") or "free", core.addr(self))
 end
 
+L.live, L.hold_of = live, hold_of
 L.Lock, L.fields = Lock, fields
 L.new_lock, L.take, L.give_back = new_lock, take, give_back
 L.owner_data = owner_data

@@ -8,8 +8,8 @@ R.internal_file()
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
-local type, tostring, error, pcall, ipairs, getmetatable, setmetatable =
-  type, tostring, error, pcall, ipairs, getmetatable, setmetatable
+local type, tostring, pcall, ipairs, getmetatable, setmetatable =
+  type, tostring, pcall, ipairs, getmetatable, setmetatable
 local now = core.now
 local WEAK_KEYS = R.WEAK_KEYS
 local me, argerror, check_timeout = R.me, R.argerror, R.check_timeout
@@ -65,17 +65,41 @@ function MultiLock:acquire(timeout, opts)
   local m = multi_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
   L.check_opts(opts, 2, "acquire")
+  if opts and opts.read ~= nil then
+    argerror(2, "acquire", "a multilock reads nothing with its acquire " ..
+      "(read)")
+  end
   local deadline = timeout and now() + timeout
-  for i, l in ipairs(m.locks) do
-    local left = deadline and math.max(0, deadline - now())
-    local fine, ok, msg, code = pcall(l.acquire, l, left, opts)
-    if not (fine and ok) then -- all or nothing, also when it raised
-      for j = i - 1, 1, -1 do m.locks[j]:release() end
-      if not fine then error(ok, 0) end
-      return nil, msg, code
+  local co = me()
+  local taken = 0
+  -- abandoned (an error out of a wait, coroutine.close()): the members
+  -- taken so far are let go of at once (issue 22, item 3)
+  local function drop()
+    for j = taken, 1, -1 do L.drop_level(m.locks[j], co) end
+    taken = 0
+  end
+  local ok, msg, code = R.guarded(drop, function()
+    for i, l in ipairs(m.locks) do
+      local left = deadline and math.max(0, deadline - now())
+      local held, amsg, acode = l.acquire(l, left, opts)
+      if not held then return nil, amsg, acode end
+      taken = i
+    end
+    return true
+  end)
+  if ok then -- all of them, and all still held?
+    for _, l in ipairs(m.locks) do
+      if not l:is_held() then
+        ok, msg, code = nil, ("multilock: %s was lost while the others " ..
+          "were acquired"):format(unbox(l).path), "lock_lost"
+        break
+      end
     end
   end
-  local co = me()
+  if not ok then -- all or nothing
+    for j = taken, 1, -1 do pcall(m.locks[j].release, m.locks[j]) end
+    return nil, msg, code
+  end
   m.owners[co] = (m.owners[co] or 0) + 1
   return self
 end
@@ -99,10 +123,13 @@ function MultiLock:release()
     local l = m.locks[i]
     local fine, ok, msg, code = pcall(l.release, l)
     if not fine then -- (not held any more: released behind our back)
-      ok, msg, code = nil, ("multilock: %s was not held any more (%s)")
-        :format(unbox(l).path, tostring(ok)), "lock_lost"
+      ok, msg, code = nil, ("was not held any more (%s)"):format(
+        tostring(ok)), "lock_lost"
     end
-    if not ok and r1 then r1, r2, r3 = nil, msg, code end
+    if not ok and r1 then
+      r1, r2, r3 = nil, ("multilock: %s: %s"):format(unbox(l).path,
+        tostring(msg)), code
+    end
   end
   return r1, r2, r3
 end

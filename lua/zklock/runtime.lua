@@ -9,7 +9,8 @@ local R = {}
 
 local now = core.now
 local unbox = core.unbox
-local type, tostring, error, pcall = type, tostring, error, pcall
+local type, tostring, error, pcall, select =
+  type, tostring, error, pcall, select
 local floor, huge = math.floor, math.huge
 local co_running = coroutine.running
 
@@ -236,32 +237,73 @@ end
 -- fn(client, kind, arg) -> how many callbacks ran.
 R.latch_events = nil
 
+-- client -> the events of the dispatch running now, { i = next, n = count }
+-- (a callback that waits dispatches again: it carries on down the same
+-- queue, so events run in the order they came, newer ones last)
+local queues = setmetatable({}, WEAK_KEYS)
+
+-- why the owner is lent: co -> "revoke", "lost" (a callback), "ended"
+local acting_why = setmetatable({}, WEAK_KEYS)
+
+-- Run fn(...) acting as `owner`, for `why`; returns ok, err (xpcall's).
+local unpack = table.unpack or unpack
+local function act(owner, why, fn, ...)
+  local co = co_running() or MAIN
+  local saved, saved_why = acting[co], acting_why[co]
+  acting[co], acting_why[co] = owner, why
+  local args, n = { ... }, select("#", ...)
+  local ok, err = xpcall(function() return fn(unpack(args, 1, n)) end,
+    debug.traceback)
+  acting[co], acting_why[co] = saved, saved_why
+  return ok, err
+end
+
+-- Why the calling code acts for an owner not its own: "revoke" or "lost"
+-- inside those callbacks, "ended" for an owner that is gone; nil: itself.
+function R.acting_why()
+  return acting_why[co_running() or MAIN]
+end
+
+local function run_event(client, reg, ev)
+  local n = 0
+  if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
+  if R.latch_events then n = n + R.latch_events(client, ev[1], ev[2]) end
+  local r = reg and reg[ev[2]]
+  local f = r and unbox(r.lock)
+  local fn = f and (ev[1] == "revoke" and f.revoke_fn
+    or ev[1] == "lost" and f.lost_fn)
+  if fn and r.owner ~= nil then
+    local ok, err = act(r.owner, ev[1], fn, r.lock)
+    n = n + 1
+    if not ok then report("on_" .. ev[1], err) end
+  end
+  return n
+end
+
 -- Run the callbacks `client` has queued (or those of `evs`, taken from it
--- already); returns how many ran.
+-- already); returns how many ran.  Re-entered (a callback waits, and the
+-- wait dispatches), it goes on with the outer call's queue, in order.
 local function dispatch(client, evs)
   if logger then drain_log() end
   evs = evs or client:_events()
-  if not evs then return 0 end
-  local n = 0
-  local reg = with_callbacks[client]
-  for _, ev in ipairs(evs) do
-    if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
-    if R.latch_events then n = n + R.latch_events(client, ev[1], ev[2]) end
-    local r = reg and reg[ev[2]]
-    local f = r and unbox(r.lock)
-    local fn = f and (ev[1] == "revoke" and f.revoke_fn
-      or ev[1] == "lost" and f.lost_fn)
-    if fn then
-      local co = co_running() or MAIN
-      local saved = acting[co]
-      acting[co] = r.owner
-      local ok, err = xpcall(function() return fn(r.lock) end,
-        debug.traceback)
-      acting[co] = saved
-      n = n + 1
-      if not ok then report("on_" .. ev[1], err) end
-    end
+  local q = queues[client]
+  if not q then
+    if not evs then return 0 end
+    q = { i = 1, n = 0 }
+    queues[client] = q
   end
+  for _, ev in ipairs(evs or {}) do
+    q.n = q.n + 1
+    q[q.n] = ev
+  end
+  local n = 0
+  while q.i <= q.n do
+    local ev = q[q.i]
+    q[q.i] = nil
+    q.i = q.i + 1
+    n = n + run_event(client, with_callbacks[client], ev)
+  end
+  q.i, q.n = 1, 0 -- (drained: whoever ran the last event)
   return n
 end
 R.dispatch = dispatch
@@ -289,32 +331,44 @@ local function await(client, obj, deadline, slack)
 end
 R.await = await
 
--- await for a lock attempt, with the attempt given up (its node deleted at
--- once) whenever the wait does not return: an error raised out of the
--- waiter, or, on Lua 5.4, coroutine.close() of the waiting coroutine
--- (a to-be-closed guard; `<close>` is loaded from a string so that LuaJIT
--- can parse this file).  docs/recipes.md, "abandoned waits".
+-- fn(...), with cleanup() run if fn does not return: an error raised out
+-- of it (a waiter's, say), or, on Lua 5.4, coroutine.close() of the
+-- coroutine waiting in it (a to-be-closed guard; `<close>` is loaded from
+-- a string so that LuaJIT can parse this file).  cleanup must not wait: a
+-- closing coroutine cannot yield.  docs/recipes.md, "abandoned waits".
 if _VERSION == "Lua 5.4" then
-  R.guarded_await = assert(load([[
-    local await, pcall = ...
+  R.guarded = assert(load([[
+    local pcall, setmetatable = ...
     local guard_mt = { __close = function(g)
-      if g.armed then pcall(g.att.release, g.att) end
+      if g.armed then pcall(g.cleanup) end
     end }
-    return function(client, att, deadline, slack)
-      local g <close> = setmetatable({ att = att, armed = true }, guard_mt)
-      local st, msg, code = await(client, att, deadline, slack)
+    local function disarm(g, ...)
       g.armed = false
-      return st, msg, code
-    end]], "=zklock.guard"))(await, pcall)
-else
-  R.guarded_await = function(client, att, deadline, slack)
-    local ok, st, msg, code = pcall(await, client, att, deadline, slack)
-    if not ok then
-      pcall(att.release, att)
-      error(st, 0)
+      return ...
     end
-    return st, msg, code
+    return function(cleanup, fn, ...)
+      local g <close> = setmetatable({ cleanup = cleanup, armed = true },
+        guard_mt)
+      return disarm(g, fn(...))
+    end]], "=zklock.guard"))(pcall, setmetatable)
+else
+  local function pass(cleanup, ok, ...)
+    if not ok then
+      pcall(cleanup)
+      error((...), 0)
+    end
+    return ...
   end
+  R.guarded = function(cleanup, fn, ...)
+    return pass(cleanup, pcall(fn, ...))
+  end
+end
+
+-- await for a lock attempt, with the attempt given up (its node deleted at
+-- once) whenever the wait does not return.
+function R.guarded_await(client, att, deadline, slack)
+  return R.guarded(function() att:release() end, await, client, att,
+    deadline, slack)
 end
 
 -- Release every level of `co`'s hold of `lock` on its behalf (zklock.ngx:
@@ -322,13 +376,9 @@ end
 function R.release_owner(lock, co)
   local f = unbox(lock)
   if not (f and f.owners and f.owners[co]) then return false end
-  local cur = co_running() or MAIN
-  local saved = acting[cur]
-  acting[cur] = co
-  local ok, err = pcall(function()
+  local ok, err = act(co, "ended", function()
     while f.owners[co] do lock:release() end
   end)
-  acting[cur] = saved
   if not ok then report("release on behalf of an ended coroutine", err) end
   return true
 end
@@ -403,6 +453,8 @@ local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
 R.renews = renews
 -- client -> the participant id written into its lock and lease nodes
 R.ids = setmetatable({}, WEAK_KEYS)
+-- client -> the chroot of its connect string ("/app"), or nil
+R.chroots = setmetatable({}, WEAK_KEYS)
 
 -- Checks the arguments and opens the session without waiting for it.
 -- @return client, connect_timeout | nil, msg, code
@@ -447,6 +499,7 @@ function R.open(hosts, opts, fname)
   if not c then return nil, msg, code end
   max_data[c] = md
   R.ids[c] = id
+  R.chroots[c] = hosts:match("^[^/]*(/.*)$")
   if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])

@@ -30,13 +30,15 @@ function RwLock:participants(timeout, detail)
   return H.list_participants(f, timeout)
 end
 
--- The write lock's last release while its holder reads (a downgrade):
--- our read node sorts after any writer that queued between it and our
--- write node; such a writer would get the lock at once and write while we
--- read, so then the write node stays until we stop reading (a writer that
--- queues later waits for our read node anyway).  True: it stays.
+-- The write lock's last release while its holder reads (a downgrade;
+-- zklock.lock calls it for a write hold still live): our read node sorts
+-- after any writer that queued between it and our write node; such a
+-- writer would get the lock at once and write while we read, so then the
+-- write node stays until we stop reading (a writer that queues later waits
+-- for our read node anyway).  True: it stays, and the read hold still
+-- rests on it (reader.over); false: the read hold stands alone now.
 local function keep_for_reader(f, own, reader, node)
-  if not (reader and reader.downgrade) or reader.keep then return false end
+  if reader.keep then return false end
   local names = H.list_names(f, f.client:session_timeout())
   local between = names and core.writer_between(names, node,
     reader.att:info())
@@ -44,6 +46,7 @@ local function keep_for_reader(f, own, reader, node)
     reader.keep = own.att
     return true
   end
+  reader.over = nil
   return false
 end
 

@@ -52,7 +52,11 @@ end
 function Semaphore:acquire(timeout, opts)
   local s = sem_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
-  local max_hold = L.check_opts(opts, 2, "acquire")
+  local max_hold, read = L.check_opts(opts, 2, "acquire")
+  if read ~= nil then
+    argerror(2, "acquire", "a semaphore reads nothing with its acquire " ..
+      "(read): its holders share it")
+  end
   local c, msg, code = closed(s.client)
   if c then return nil, msg, code end
   local att

@@ -173,11 +173,33 @@ local function counter_data(v, big)
   return s
 end
 
+-- Does a write of `data` to t.counter, riding with lock's node (the
+-- release's multi, or fenced_set's), fit the server's jute.maxbuffer of
+-- 1 MiB - 1 with zklock's 1 KiB for the rest (docs/limits.md)?  One that
+-- does not is refused before anything is sent, and the hold goes on.
+local function fits(lock, t, data)
+  return #data + #(lock:node() or "") + #t.counter + 1024 <= 1048575
+end
+
+-- An oversized write: the argument error, and nothing lost.
+local function refused(task, what, fn)
+  local ok, err = pcall(fn)
+  if ok or not tostring(err):find("jute.maxbuffer", 1, true) then
+    unexpected(task, what .. " too big for the server",
+      ok and "accepted" or err)
+  end
+end
+
 -- Read the counter and write it back plus one, fenced by `lock`.
 local function fenced_increment(task, t, lock, token, big)
   local data, _, gcode = zk:get(t.counter, plan.st)
   if data == nil and gcode ~= "no_node" then return end
   local v = counter_value(data) + 1
+  if not fits(lock, t, counter_data(v, big)) then
+    return refused(task, "fenced_set", function()
+      return lock:fenced_set(t.counter, counter_data(v, big), plan.st * 3)
+    end)
+  end
   token = lock:token() or token -- (nil at the acquire in a reconnection)
   L("P", t.name, token, v)
   local ok, r, zxid, code = pcall(lock.fenced_set, lock, t.counter,
@@ -389,6 +411,14 @@ local function mutex_hold(task, t, obj, how, revocable)
   if how ~= "shared" and R:chance(0.05) then
     log_hold(h) -- dropped while held: collected, its node deleted
     return "drop"
+  end
+  if guarded and not fits(obj, t, counter_data(counter_value(data) + 1,
+      big)) then
+    refused(task, "mutex:release", function()
+      return obj:release({ write = t.counter,
+        data = counter_data(counter_value(data) + 1, big) })
+    end)
+    guarded = false -- (then released the plain way, still held)
   end
   if guarded then
     local v = counter_value(data) + 1

@@ -73,6 +73,8 @@ struct zkl_lock {
   double linger_until; /* boot clock; 0: not lingering */
   int lingers;     /* the directory watch is ours (set while lingering) */
   int contended;   /* another node was seen in the directory: no reuse */
+  int listed;      /* the last listing sent with that watch has answered:
+                      `contended` is up to date (no reuse until then) */
 };
 
 #define LOCK(t) ((zkl_lock *)(t))

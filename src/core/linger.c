@@ -23,6 +23,7 @@ static void linger_cb(int rc, const struct String_vector *sv,
   if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
     if (rc == ZOK && sv) {
       int i;
+      l->listed = 1;
       for (i = 0; i < sv->count; i++)
         if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
       if (l->contended && l->state == L_LINGER) lock_release_locked(l);
@@ -40,6 +41,7 @@ void linger_watch(zkl_lock *l) {
   if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
     zkl_task_set_watch(&l->t, strdup(l->t.path));
   l->lingers = 1;
+  l->listed = 0; /* (until it answers, a contender may be unseen) */
   r = zkl_task_req(&l->t, R_CONTENDERS);
   rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb, r)
          : ZSYSTEMERROR;
@@ -76,10 +78,26 @@ int zkl_lock_linger(zkl_lock *l, double seconds) {
   return kept;
 }
 
-int zkl_lock_relock(zkl_lock *l, double max_hold) {
+/* A hold of a lock that lingers watches its directory from the start, so
+ * that a contender queued during it is known by the release (issue 22,
+ * item 4: one seen only after the release would wait a whole extra hold). */
+void zkl_lock_watch_contenders(zkl_lock *l) {
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->state == L_HELD && !l->lingers && l->kind != ZKL_KIND_LEASE)
+    linger_watch(l);
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
+int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
-  if (l->state == L_LINGER && !l->contended && lock_margin_ok(l)) {
+  /* reused only once a listing has shown nobody else: a reuse before the
+   * first answer could jump a contender queued during the hold */
+  if (l->state == L_LINGER && !l->contended && !l->listed && may_wait &&
+      lock_margin_ok(l)) {
+    ok = -1; /* ask again once it answers */
+  } else if (l->state == L_LINGER && !l->contended && l->listed &&
+      lock_margin_ok(l)) {
     l->state = L_HELD;
     l->linger_until = 0;
     l->abandon = 0;

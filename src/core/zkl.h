@@ -246,9 +246,12 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
 /* Lock caching (docs/design.md, section 4.13).  linger: end the hold but
  * keep the node up to `seconds`, watching for contenders (1), or release
  * it the plain way (0).  relock: hold the lingering node again, at once,
- * with no request (1), or give it up (0: take a new attempt). */
+ * with no request (1), or give it up (0: take a new attempt); -1 (only
+ * with may_wait): not known yet, the listing is out: ask again once the
+ * client's generation moves. */
 int zkl_lock_linger(zkl_lock *l, double seconds);
-int zkl_lock_relock(zkl_lock *l, double max_hold);
+int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait);
+void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
 int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
 int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
                          int64_t *version, zkl_error *err);

@@ -171,14 +171,25 @@ static int llock_linger(lua_State *L) {
   return 1;
 }
 
-/* attempt:relock([max_hold]) -> true (held again, no request) | false */
+/* attempt:relock([max_hold [, may_wait]]) -> true (held again, no
+ * request) | false (given up) | "listing" (may_wait: not known yet) */
 static int llock_relock(lua_State *L) {
   zkl_lock *l = llock_check(L);
   double max_hold = luaL_optnumber(L, 2, 0);
+  int r;
   luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
                 "max_hold must be a number of seconds >= 0");
-  lua_pushboolean(L, zkl_lock_relock(l, max_hold));
+  r = zkl_lock_relock(l, max_hold, lua_toboolean(L, 3));
+  if (r < 0) lua_pushliteral(L, "listing");
+  else lua_pushboolean(L, r);
   return 1;
+}
+
+/* attempt:watch_contenders(): a hold that will linger watches its
+ * directory now (docs/design.md, section 4.13) */
+static int llock_watch_contenders(lua_State *L) {
+  zkl_lock_watch_contenders(llock_check(L));
+  return 0;
 }
 
 /* attempt:notify_held(): queue a "held" event when it comes to hold */
@@ -273,6 +284,7 @@ void zkl_open_lock(lua_State *L) {
     { "read_with", llock_read_with },
     { "linger", llock_linger },
     { "relock", llock_relock },
+    { "watch_contenders", llock_watch_contenders },
     { "read_result", llock_read_result },
     { "release_write", llock_release_write },
     { "write_result", llock_write_result },
