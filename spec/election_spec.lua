@@ -111,6 +111,73 @@ describe("leader election", function()
     proxy:close()
   end)
 
+  it("await(0) on a hold the server has not confirmed lately returns at " ..
+     "once, without handing the waiter a negative timeout (issue 22, " ..
+     "item 9)", function()
+    local proxy = H.testing.proxy(srv)
+    local c = H.connect(proxy:connect_string(), { session_timeout = 3 })
+    local st = c:session_timeout()
+    local path = H.path("latch")
+    local a = c:leader_latch(path)
+    assert(a:start())
+    assert.is_true(a:await(5))
+    local att = H.core.unbox(a).att -- (to check the case is the one meant)
+    local given, before, ok, msg, code, took = {}, nil, nil, nil, nil, nil
+    proxy:stall(true, true) -- silence: the hold is no longer believed
+    through_expiry(proxy, path, function()
+      -- disconnected, and past the margin: has_leadership() is false, but
+      -- the attempt holds until the lost deadline (last heard + timeout)
+      H.wait_until(function()
+        return c:state() == "connecting" and not a:has_leadership()
+      end, 10, "the connection to drop and the margin to pass")
+      H.zklock.set_waiter(function(cl, gen, t)
+        given[#given + 1] = t == nil and "nil" or t
+        return cl:_wait(gen, t)
+      end)
+      local done, err = pcall(function()
+        before = att:poll()
+        local t0 = H.now()
+        ok, msg, code = a:await(0)
+        took = H.now() - t0
+      end)
+      H.zklock.set_waiter(nil)
+      assert(done, err)
+    end)
+    assert.equal("held", before, "the lost deadline passed before the " ..
+      "check: not the case meant")
+    assert.same({ nil, "timeout", "timeout" }, { ok, msg, code })
+    for _, t in ipairs(given) do
+      assert.is_true(type(t) == "number" and t > 0,
+        "the waiter was given timeout " .. tostring(t))
+    end
+    assert.is_true(took < 0.1 * st, ("await(0) took %.3f s"):format(took))
+    a:close()
+    c:close()
+    proxy:close()
+  end)
+
+  it("the core's wait: a timeout that has run out (negative) does not " ..
+     "wait for the next change (issue 22, item 9)", function()
+    local c = H.connect(srv)
+    local m = c:mutex(H.path("wait"))
+    -- a hold the timer thread ends in 1 s: a change bound to come
+    assert(m:acquire(5, { max_hold = 1 }))
+    local _, gen = c:_poll()
+    for _, t in ipairs({ -1, -1e-9, 0 }) do
+      local t0 = H.now()
+      c:_wait(gen, t)
+      local took = H.now() - t0
+      assert.is_true(took < 0.5, ("_wait(gen, %s) took %.3f s"):format(t,
+        took))
+    end
+    assert.equal(gen, select(2, c:_poll()), "returned on a change, not " ..
+      "at once")
+    -- (and the change does come: the waits above returned before it)
+    assert.not_equal(gen, c:_wait(gen, 10))
+    assert.is_false(m:is_held())
+    c:close()
+  end)
+
   it("a latch collected while leading gives its node back", function()
     local path = H.path("latch")
     do

@@ -180,8 +180,9 @@ function Latch:start()
   return begin(self, fields(self, "start"), "leader latch")
 end
 
---- Wait to lead, at most `timeout` seconds (nil: for ever).  Waiting does
--- not leave the election: a timeout leaves the node queued.
+--- Wait to lead, at most `timeout` seconds (nil: for ever; 0: answers at
+-- once).  Waiting does not leave the election: a timeout leaves the node
+-- queued.
 -- @return true, or nil, msg, code ("timeout", "closed", ...)
 function Latch:await(timeout)
   local f = fields(self, "await")
@@ -213,9 +214,12 @@ function Latch:await(timeout)
       if st == "held" then
         node_of(f)
         if f.att:held() then return true end
-        -- ours, but the server is not heard from: wait for news
+        -- ours, but the server is not heard from: wait for news, until
+        -- the deadline (a time run out is no wait: the waiter must never
+        -- see a negative timeout, which the core once read as no limit)
         local _, gen = client:_poll()
         local left = deadline and deadline - now()
+        if left and left <= 0 then return nil, "timeout", "timeout" end
         R.wait(client, gen, left and math.min(left, 0.1) or 0.1)
       elseif st == "timeout" then
         return nil, "timeout", "timeout"

@@ -53,10 +53,14 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
   unsigned long now_gen;
   struct timespec ts;
   pthread_mutex_lock(&c->mu);
-  if (timeout >= 0 && timeout < 1e9) { /* longer: as good as for ever */
-    ts = zkl_abstime(zkl_now() + timeout);
-    while (c->gen == gen)
-      if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
+  if (timeout < 1e9) { /* longer: as good as for ever */
+    /* (a deadline already past, in a caller's reckoning, is no wait: a
+     * negative timeout must not read as "for ever") */
+    if (timeout > 0) {
+      ts = zkl_abstime(zkl_now() + timeout);
+      while (c->gen == gen)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
+    }
   } else {
     while (c->gen == gen) pthread_cond_wait(&c->cv, &c->mu);
   }

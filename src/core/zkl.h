@@ -176,8 +176,11 @@ typedef struct zkl_stats {
 void zkl_client_stats(zkl_client *c, zkl_stats *out);
 
 /* ---- notify.c: waking Lua ----------------------------------------------- */
-/* Wait until the change counter differs from gen or timeout (seconds,
- * <0 = forever).  Returns the current counter. */
+/* Wait until the change counter differs from gen or timeout seconds
+ * pass (ZKL_FOREVER, or anything from 1e9 s: no limit).  A timeout that
+ * has run out (<= 0, negative included) does not wait.  Returns the
+ * current counter. */
+#define ZKL_FOREVER 1e30
 unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
                               double timeout);
 /* The wake socket (OpenResty): listen on a fresh path (returned, owned

@@ -120,11 +120,13 @@ static int lclient_poll(lua_State *L) {
   return 2;
 }
 
-/* client:_wait(gen, timeout) -> gen: sleeps until anything changes */
+/* client:_wait(gen [, timeout]) -> gen: sleeps until anything changes,
+ * at most timeout seconds (nil: no limit; <= 0, a deadline already past:
+ * no sleep at all) */
 static int lclient_wait(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   unsigned long gen = (unsigned long)luaL_checknumber(L, 2);
-  double timeout = luaL_optnumber(L, 3, -1);
+  double timeout = luaL_optnumber(L, 3, ZKL_FOREVER);
   luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
