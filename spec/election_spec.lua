@@ -70,6 +70,100 @@ describe("leader election", function()
     a:close()
   end)
 
+  -- ---------------------------------------------------------------------
+  -- deferred dispatch (issue 22, item 6): callbacks run later than the
+  -- waits, as under zklock.ngx (a timer runs them), so a wait may join
+  -- again while the last attempt's news is still queued
+
+  -- fn(), with callbacks run only by zk:dispatch() (runtime.hooks
+  -- .dispatcher, zklock.ngx's switch: the waits then run none).
+  local function deferred(fn)
+    local hooks = require("zklock.runtime").hooks
+    local saved = hooks.dispatcher
+    hooks.dispatcher = true
+    local ok, err = pcall(fn)
+    hooks.dispatcher = saved
+    assert(ok, err)
+  end
+
+  -- Delete `node` from the other client and wait for the answer.
+  local function delete(node)
+    local del = assert(zk2:_delete(node))
+    assert(H.await(zk2, del, H.now() + 10) == "done")
+  end
+
+  it("deferred dispatch: a queued 'lost' of an attempt the latch has " ..
+     "left does not end the hold it has now; on_change says false, then " ..
+     "true (issue 22, item 6)", function()
+    deferred(function()
+      local path = H.path("latch")
+      local a = zk:leader_latch(path, "stale-lost")
+      local changes = {}
+      a:on_change(function(v) changes[#changes + 1] = v end)
+      assert(a:start())
+      assert.is_true(a:await(5))
+      zk:dispatch()
+      assert.same({ true }, changes)
+      -- someone deletes our node: the first attempt's "lost" is queued
+      delete(assert(a:participants())[1].node)
+      H.wait_until(function() return not a:has_leadership() end, 10,
+        "leadership to end")
+      -- await joins again and leads, no callback running meanwhile
+      assert.is_true(a:await(5))
+      local token = assert(a:token())
+      assert.same({ true }, changes)
+      -- now the queue runs: the first attempt's "lost", the second's "held"
+      zk:dispatch()
+      assert.is_true(a:has_leadership(),
+        "the first attempt's 'lost' ended the second attempt's hold")
+      assert.equal(token, a:token())
+      assert.same({ true, false, true }, changes)
+      a:close()
+    end)
+  end)
+
+  it("deferred dispatch: a queued 'held' of an attempt the latch has " ..
+     "left calls no on_change(true), and its 'lost' leaves the new node " ..
+     "queued (issue 22, item 6)", function()
+    deferred(function()
+      local path = H.path("latch")
+      local a = zk:leader_latch(path, "first")
+      local b = zk2:leader_latch(path, "second")
+      local changes = {}
+      a:on_change(function(v) changes[#changes + 1] = v end)
+      assert(a:start())
+      assert.is_true(a:await(5)) -- (its "held" stays queued)
+      assert(b:start())
+      H.wait_until(function() return #assert(a:participants()) == 2 end, 10,
+        "the second participant to queue")
+      -- someone deletes our node: that hold ends ("lost" queued after
+      -- "held"), and the other participant leads
+      delete(assert(a:participants())[1].node)
+      H.wait_until(function() return not a:has_leadership() end, 10,
+        "leadership to end")
+      assert.is_true(b:await(5))
+      -- a joins again, behind b
+      assert.same({ nil, "timeout", "timeout" }, { a:await(0) })
+      local p = assert(a:participants())
+      assert.same({ "second", "first" }, { p[1].id, p[2].id })
+      local queued = p[2].node
+      -- the first attempt's "held", then its "lost"
+      zk:dispatch()
+      assert.same({}, changes, "on_change for a node given back")
+      assert.is_false(a:has_leadership())
+      p = assert(a:participants())
+      assert.same({ "second", "first" }, { p[1].id, p[2].id })
+      assert.equal(queued, p[2].node,
+        "the first attempt's 'lost' made the latch join again")
+      -- the current attempt's own news still counts
+      b:close()
+      assert.is_true(a:await(5))
+      zk:dispatch()
+      assert.same({ true }, changes)
+      a:close()
+    end)
+  end)
+
   -- A stalled proxy (its session silent) is let through again only once
   -- wait() has seen what it waits for and the server has expired the
   -- session (no node left under path), whatever failed meanwhile.

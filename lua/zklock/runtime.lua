@@ -233,7 +233,8 @@ local function notify_state(client, new)
 end
 
 -- The leader latches' part of dispatch (zklock.election sets it):
--- fn(client, kind, arg) -> how many callbacks ran.
+-- fn(client, kind, arg, attempt) -> how many callbacks ran; attempt: the
+-- serial of the lock attempt the event is about (nil for a state notice).
 R.latch_events = nil
 
 -- Run the callbacks `client` has queued (or those of `evs`, taken from it
@@ -246,7 +247,9 @@ local function dispatch(client, evs)
   local reg = with_callbacks[client]
   for _, ev in ipairs(evs) do
     if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
-    if R.latch_events then n = n + R.latch_events(client, ev[1], ev[2]) end
+    if R.latch_events then
+      n = n + R.latch_events(client, ev[1], ev[2], ev[3])
+    end
     local r = reg and reg[ev[2]]
     local f = r and unbox(r.lock)
     local fn = f and (ev[1] == "revoke" and f.revoke_fn

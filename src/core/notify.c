@@ -157,10 +157,12 @@ int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
 
 /* ---- callbacks Lua owes the user ---------------------------------------- */
 
-void zkl_event_push(zkl_client *c, int type, const char *path) {
+void zkl_event_push(zkl_client *c, int type, const char *path,
+                    unsigned long attempt) {
   zkl_event *e = calloc(1, sizeof *e);
   if (!e) return;
   e->type = type;
+  e->attempt = attempt;
   e->path = strdup(path);
   if (!e->path) { free(e); return; }
   if (c->ev_tail) c->ev_tail->next = e; else c->ev_head = e;
@@ -178,9 +180,10 @@ zkl_event *zkl_client_take_events(zkl_client *c) {
 }
 
 const zkl_event *zkl_event_read(const zkl_event *e, int *type,
-                                const char **path) {
+                                const char **path, unsigned long *attempt) {
   *type = e->type;
   *path = e->path;
+  *attempt = e->attempt;
   return e->next;
 }
 
