@@ -70,6 +70,100 @@ describe("leader election", function()
     a:close()
   end)
 
+  -- ---------------------------------------------------------------------
+  -- deferred dispatch (issue 22, item 6): callbacks run later than the
+  -- waits, as under zklock.ngx (a timer runs them), so a wait may join
+  -- again while the last attempt's news is still queued
+
+  -- fn(), with callbacks run only by zk:dispatch() (runtime.hooks
+  -- .dispatcher, zklock.ngx's switch: the waits then run none).
+  local function deferred(fn)
+    local hooks = require("zklock.runtime").hooks
+    local saved = hooks.dispatcher
+    hooks.dispatcher = true
+    local ok, err = pcall(fn)
+    hooks.dispatcher = saved
+    assert(ok, err)
+  end
+
+  -- Delete `node` from the other client and wait for the answer.
+  local function delete(node)
+    local del = assert(zk2:_delete(node))
+    assert(H.await(zk2, del, H.now() + 10) == "done")
+  end
+
+  it("deferred dispatch: a queued 'lost' of an attempt the latch has " ..
+     "left does not end the hold it has now; on_change says false, then " ..
+     "true (issue 22, item 6)", function()
+    deferred(function()
+      local path = H.path("latch")
+      local a = zk:leader_latch(path, "stale-lost")
+      local changes = {}
+      a:on_change(function(v) changes[#changes + 1] = v end)
+      assert(a:start())
+      assert.is_true(a:await(5))
+      zk:dispatch()
+      assert.same({ true }, changes)
+      -- someone deletes our node: the first attempt's "lost" is queued
+      delete(assert(a:participants())[1].node)
+      H.wait_until(function() return not a:has_leadership() end, 10,
+        "leadership to end")
+      -- await joins again and leads, no callback running meanwhile
+      assert.is_true(a:await(5))
+      local token = assert(a:token())
+      assert.same({ true }, changes)
+      -- now the queue runs: the first attempt's "lost", the second's "held"
+      zk:dispatch()
+      assert.is_true(a:has_leadership(),
+        "the first attempt's 'lost' ended the second attempt's hold")
+      assert.equal(token, a:token())
+      assert.same({ true, false, true }, changes)
+      a:close()
+    end)
+  end)
+
+  it("deferred dispatch: a queued 'held' of an attempt the latch has " ..
+     "left calls no on_change(true), and its 'lost' leaves the new node " ..
+     "queued (issue 22, item 6)", function()
+    deferred(function()
+      local path = H.path("latch")
+      local a = zk:leader_latch(path, "first")
+      local b = zk2:leader_latch(path, "second")
+      local changes = {}
+      a:on_change(function(v) changes[#changes + 1] = v end)
+      assert(a:start())
+      assert.is_true(a:await(5)) -- (its "held" stays queued)
+      assert(b:start())
+      H.wait_until(function() return #assert(a:participants()) == 2 end, 10,
+        "the second participant to queue")
+      -- someone deletes our node: that hold ends ("lost" queued after
+      -- "held"), and the other participant leads
+      delete(assert(a:participants())[1].node)
+      H.wait_until(function() return not a:has_leadership() end, 10,
+        "leadership to end")
+      assert.is_true(b:await(5))
+      -- a joins again, behind b
+      assert.same({ nil, "timeout", "timeout" }, { a:await(0) })
+      local p = assert(a:participants())
+      assert.same({ "second", "first" }, { p[1].id, p[2].id })
+      local queued = p[2].node
+      -- the first attempt's "held", then its "lost"
+      zk:dispatch()
+      assert.same({}, changes, "on_change for a node given back")
+      assert.is_false(a:has_leadership())
+      p = assert(a:participants())
+      assert.same({ "second", "first" }, { p[1].id, p[2].id })
+      assert.equal(queued, p[2].node,
+        "the first attempt's 'lost' made the latch join again")
+      -- the current attempt's own news still counts
+      b:close()
+      assert.is_true(a:await(5))
+      zk:dispatch()
+      assert.same({ true }, changes)
+      a:close()
+    end)
+  end)
+
   -- A stalled proxy (its session silent) is let through again only once
   -- wait() has seen what it waits for and the server has expired the
   -- session (no node left under path), whatever failed meanwhile.
@@ -109,6 +203,73 @@ describe("leader election", function()
     a:close()
     c:close()
     proxy:close()
+  end)
+
+  it("await(0) on a hold the server has not confirmed lately returns at " ..
+     "once, without handing the waiter a negative timeout (issue 22, " ..
+     "item 9)", function()
+    local proxy = H.testing.proxy(srv)
+    local c = H.connect(proxy:connect_string(), { session_timeout = 3 })
+    local st = c:session_timeout()
+    local path = H.path("latch")
+    local a = c:leader_latch(path)
+    assert(a:start())
+    assert.is_true(a:await(5))
+    local att = H.core.unbox(a).att -- (to check the case is the one meant)
+    local given, before, ok, msg, code, took = {}, nil, nil, nil, nil, nil
+    proxy:stall(true, true) -- silence: the hold is no longer believed
+    through_expiry(proxy, path, function()
+      -- disconnected, and past the margin: has_leadership() is false, but
+      -- the attempt holds until the lost deadline (last heard + timeout)
+      H.wait_until(function()
+        return c:state() == "connecting" and not a:has_leadership()
+      end, 10, "the connection to drop and the margin to pass")
+      H.zklock.set_waiter(function(cl, gen, t)
+        given[#given + 1] = t == nil and "nil" or t
+        return cl:_wait(gen, t)
+      end)
+      local done, err = pcall(function()
+        before = att:poll()
+        local t0 = H.now()
+        ok, msg, code = a:await(0)
+        took = H.now() - t0
+      end)
+      H.zklock.set_waiter(nil)
+      assert(done, err)
+    end)
+    assert.equal("held", before, "the lost deadline passed before the " ..
+      "check: not the case meant")
+    assert.same({ nil, "timeout", "timeout" }, { ok, msg, code })
+    for _, t in ipairs(given) do
+      assert.is_true(type(t) == "number" and t > 0,
+        "the waiter was given timeout " .. tostring(t))
+    end
+    assert.is_true(took < 0.1 * st, ("await(0) took %.3f s"):format(took))
+    a:close()
+    c:close()
+    proxy:close()
+  end)
+
+  it("the core's wait: a timeout that has run out (negative) does not " ..
+     "wait for the next change (issue 22, item 9)", function()
+    local c = H.connect(srv)
+    local m = c:mutex(H.path("wait"))
+    -- a hold the timer thread ends in 1 s: a change bound to come
+    assert(m:acquire(5, { max_hold = 1 }))
+    local _, gen = c:_poll()
+    for _, t in ipairs({ -1, -1e-9, 0 }) do
+      local t0 = H.now()
+      c:_wait(gen, t)
+      local took = H.now() - t0
+      assert.is_true(took < 0.5, ("_wait(gen, %s) took %.3f s"):format(t,
+        took))
+    end
+    assert.equal(gen, select(2, c:_poll()), "returned on a change, not " ..
+      "at once")
+    -- (and the change does come: the waits above returned before it)
+    assert.not_equal(gen, c:_wait(gen, 10))
+    assert.is_false(m:is_held())
+    c:close()
   end)
 
   it("a latch collected while leading gives its node back", function()

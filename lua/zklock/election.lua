@@ -32,9 +32,11 @@ local check_timeout, closed = R.check_timeout, R.closed
 local Latch = { __name = "zklock.leader_latch" }
 Latch.__index = Latch
 
--- client -> { [node path] = latch fields } (the current attempts' nodes)
+-- client -> { [attempt serial] = latch fields }: the attempts whose events
+-- still mean something to a latch or selector (its current attempt, and
+-- the one a latch last told on_change(true) of, until it tells false);
 -- and client -> { [latch fields] = true } (every latch started, not closed)
-local by_node = setmetatable({}, WEAK_KEYS)
+local by_attempt = setmetatable({}, WEAK_KEYS)
 local started = setmetatable({}, WEAK_KEYS)
 
 local function fields(self, fname)
@@ -53,9 +55,39 @@ function client_methods:leader_latch(path, id)
     id = id or L.owner_data(self), fns = {} })
 end
 
+-- The attempt serial -> fields registry of client.
+local function attempts(client)
+  local reg = by_attempt[client]
+  if not reg then
+    reg = setmetatable({}, WEAK_VALUES)
+    by_attempt[client] = reg
+  end
+  return reg
+end
+
+-- Forget attempt `serial` of f unless it is still f's current attempt or
+-- the one told as leading.
+local function forget(f, serial)
+  if serial and serial ~= f.serial and serial ~= f.told then
+    attempts(f.client)[serial] = nil
+  end
+end
+
+-- f's attempt is now att (nil: none): events of the one before it are
+-- stale from now on (but for a "lost" of the attempt told as leading).
+local function set_attempt(f, att)
+  local old = f.serial
+  f.att, f.serial = att, att and att:serial()
+  if f.serial then attempts(f.client)[f.serial] = f end
+  forget(f, old)
+end
+
 -- Tell the on_change listeners: leading (true) or not (false), once per
--- change.
-local function tell(f, leading)
+-- change.  serial: the attempt that leads (for true).
+local function tell(f, leading, serial)
+  local old = f.told
+  f.told = leading and serial or nil
+  forget(f, old)
   if f.leading == leading then return 0 end
   f.leading = leading
   local n = 0
@@ -69,31 +101,18 @@ local function tell(f, leading)
   return n
 end
 
--- Join the queue with a fresh node (the attempt's node joins by_node once
--- known).  Returns true, or nil, msg, code when the session cannot take it
--- now (a later renewal or await joins again).
+-- Join the queue with a fresh node: a new attempt, whose events alone
+-- count from now on.  Returns true, or nil, msg, code when the session
+-- cannot take it now (a later renewal or await joins again).
 local function join(f)
   local client = f.client
   if f.att then f.att:release() end
-  f.att = client:_lock(f.path, f.selector and "mutex" or "latch", 1, f.id)
-  f.att:notify_held() -- (a latch's on_change(true), a selector's turn)
-  local ok, msg, code = f.att:start()
-  if not ok then f.att = nil; return nil, msg, code end
+  local att = client:_lock(f.path, f.selector and "mutex" or "latch", 1, f.id)
+  att:notify_held() -- (a latch's on_change(true), a selector's turn)
+  set_attempt(f, att)
+  local ok, msg, code = att:start()
+  if not ok then set_attempt(f, nil); return nil, msg, code end
   return true
-end
-
--- Our attempt's node path, once created (registered for its events).
-local function node_of(f)
-  local name = f.att and f.att:info()
-  if not name then return nil end
-  local path = f.path .. "/" .. name
-  local reg = by_node[f.client]
-  if not reg then
-    reg = setmetatable({}, WEAK_VALUES)
-    by_node[f.client] = reg
-  end
-  reg[path] = f
-  return path
 end
 
 -- Is the attempt over (lost, failed, given up)?  Then it must join again.
@@ -129,10 +148,14 @@ local function leave(f)
   f.closed = true
   if started[f.client] then started[f.client][f] = nil end
   if f.att and not f.running then
-    f.att:release()
-    if not closed(f.client) then R.await(f.client, f.att, R.grace(f.client)) end
-    f.att = nil
+    local att = f.att
+    set_attempt(f, nil) -- (its late events are stale now)
+    att:release()
+    if not closed(f.client) then R.await(f.client, att, R.grace(f.client)) end
   end
+  local told = f.told
+  f.told = nil
+  forget(f, told)
 end
 
 -- Does client have latches or selectors that must hear of a renewed
@@ -141,9 +164,15 @@ R.elections = function(client)
   return next(started[client] or {}) ~= nil
 end
 
--- The latch part of dispatch: "held" and "lost" of our nodes; a renewed
--- session joins every latch whose attempt ended.
-R.latch_events = function(client, kind, arg)
+-- The latch part of dispatch: "held" and "lost" of our attempts (attempt:
+-- the serial the event carries); a renewed session joins every latch
+-- whose attempt ended.  An event of an attempt the latch has left since
+-- (it joined again, or closed) is stale and changes nothing: its "held"
+-- must not call on_change(true) for a node already given back, nor its
+-- "lost" end the hold of a newer attempt (under zklock.ngx, callbacks run
+-- later, in a timer, after a wait may have joined again).  The one thing
+-- such a "lost" still says: leadership told with on_change(true) ended.
+R.latch_events = function(client, kind, arg, attempt)
   if kind == "state" then
     if arg ~= "renewed" and arg ~= "reconnected" then return 0 end
     for f in pairs(started[client] or {}) do
@@ -155,23 +184,18 @@ R.latch_events = function(client, kind, arg)
     return 0
   end
   if kind ~= "held" and kind ~= "lost" then return 0 end
-  local reg = by_node[client]
-  local f = reg and reg[arg]
-  if not f then -- (a node Lua has not looked at yet)
-    for g in pairs(started[client] or {}) do node_of(g) end
-    reg = by_node[client]
-    f = reg and reg[arg]
-  end
+  local reg = attempt and by_attempt[client]
+  local f = reg and reg[attempt]
   if not f or f.closed then return 0 end
-  if f.selector then return f.selector(kind, arg) end
-  if kind == "held" then return tell(f, true) end
-  if kind == "lost" then
-    reg[arg] = nil
-    local n = tell(f, false)
-    join(f) -- (a session gone: joins once renewed)
-    return n
+  if attempt ~= f.serial then -- an attempt left behind
+    if kind == "lost" and attempt == f.told then return tell(f, false) end
+    return 0
   end
-  return 0
+  if f.selector then return f.selector(kind, arg) end
+  if kind == "held" then return tell(f, true, attempt) end
+  local n = tell(f, false)
+  join(f) -- (a session gone: joins once renewed)
+  return n
 end
 
 --- Join the election.  Raises when started already or closed.
@@ -180,8 +204,9 @@ function Latch:start()
   return begin(self, fields(self, "start"), "leader latch")
 end
 
---- Wait to lead, at most `timeout` seconds (nil: for ever).  Waiting does
--- not leave the election: a timeout leaves the node queued.
+--- Wait to lead, at most `timeout` seconds (nil: for ever; 0: answers at
+-- once).  Waiting does not leave the election: a timeout leaves the node
+-- queued.
 -- @return true, or nil, msg, code ("timeout", "closed", ...)
 function Latch:await(timeout)
   local f = fields(self, "await")
@@ -208,14 +233,15 @@ function Latch:await(timeout)
       end
     end
     if f.att then
-      node_of(f)
       local st = R.await(client, f.att, deadline, 0)
       if st == "held" then
-        node_of(f)
         if f.att:held() then return true end
-        -- ours, but the server is not heard from: wait for news
+        -- ours, but the server is not heard from: wait for news, until
+        -- the deadline (a time run out is no wait: the waiter must never
+        -- see a negative timeout, which the core once read as no limit)
         local _, gen = client:_poll()
         local left = deadline and deadline - now()
+        if left and left <= 0 then return nil, "timeout", "timeout" end
         R.wait(client, gen, left and math.min(left, 0.1) or 0.1)
       elseif st == "timeout" then
         return nil, "timeout", "timeout"
@@ -230,7 +256,6 @@ end
 function Latch:has_leadership()
   local f = fields(self, "has_leadership")
   if f.closed or not f.att then return false end
-  node_of(f)
   return f.att:held()
 end
 
@@ -289,7 +314,7 @@ end
 -- @return true
 function Latch:close()
   local f = fields(self, "close")
-  if not f.closed then leave(f); f.leading = false end
+  if not f.closed then leave(f); f.leading = false end -- (no on_change)
   return true
 end
 
@@ -332,7 +357,7 @@ local function run_turn(f)
     f.running = false
     f.turns = f.turns + 1
     local att = f.att
-    f.att = nil
+    set_attempt(f, nil) -- (its late events are stale now)
     if att then att:release() end -- leadership ends with fn
     if f.requeue and not f.closed and not closed(f.client) then join(f) end
   end

@@ -47,7 +47,9 @@ local call_op, succeeded = R.call_op, R.succeeded
 --- Replace how zklock sleeps while it waits (for cooperative schedulers).
 -- `fn(client, gen, timeout, obj)` must return once `client:_poll()`
 -- reports a generation other than `gen`, or after `timeout` seconds (nil:
--- no limit).  `obj` is what is awaited (it has `poll()`), when known.
+-- no limit; zklock passes no timeout of zero or less: a wait whose time
+-- has run out returns without calling fn).  `obj` is what is awaited (it
+-- has `poll()`), when known.
 -- It may yield.  `zklock.set_waiter(nil)` restores the blocking wait.
 function M.set_waiter(fn)
   if fn ~= nil and type(fn) ~= "function" then

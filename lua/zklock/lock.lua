@@ -108,14 +108,12 @@ end
 -- Register a hold for its callbacks; a revocable one has C watch the
 -- node's data for "__REVOKE__".
 arm_callbacks = function(f, own, lock, owner)
-  local node = own.att:info()
-  if not node then return end
   local reg = with_callbacks[f.client]
   if not reg then
     reg = {}
     with_callbacks[f.client] = reg
   end
-  own.key = f.dir .. "/" .. node
+  own.key = own.att:serial() -- (events name their attempt)
   reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
   if f.revoke_fn then own.att:revocable() end
 end

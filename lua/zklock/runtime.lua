@@ -155,8 +155,8 @@ end
 -- ---------------------------------------------------------------------------
 -- callbacks: queued in C on ZooKeeper's threads, run here, in Lua
 
--- node path -> { lock =, owner = } for holds with on_revoke or on_lost
--- callbacks, per client
+-- attempt serial -> { lock =, owner = } for holds with on_revoke or
+-- on_lost callbacks, per client: an event names the attempt it is about
 local with_callbacks = setmetatable({}, WEAK_KEYS)
 R.with_callbacks = with_callbacks
 
@@ -234,7 +234,8 @@ local function notify_state(client, new)
 end
 
 -- The leader latches' part of dispatch (zklock.election sets it):
--- fn(client, kind, arg) -> how many callbacks ran.
+-- fn(client, kind, arg, attempt) -> how many callbacks ran; attempt: the
+-- serial of the lock attempt the event is about (nil for a state notice).
 R.latch_events = nil
 
 -- client -> the events of the dispatch running now, { i = next, n = count }
@@ -267,8 +268,10 @@ end
 local function run_event(client, reg, ev)
   local n = 0
   if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
-  if R.latch_events then n = n + R.latch_events(client, ev[1], ev[2]) end
-  local r = reg and reg[ev[2]]
+  if R.latch_events then
+    n = n + R.latch_events(client, ev[1], ev[2], ev[3])
+  end
+  local r = reg and ev[3] and reg[ev[3]] -- (by the attempt's serial)
   local f = r and unbox(r.lock)
   local fn = f and (ev[1] == "revoke" and f.revoke_fn
     or ev[1] == "lost" and f.lost_fn)

@@ -44,6 +44,7 @@ typedef struct {
 struct zkl_lock {
   zkl_task t;      /* path: the lock directory; watch: the predecessor */
   int kind, max_leases;
+  unsigned long serial; /* the client's n-th attempt: tags its events */
   int state;       /* L_* */
   int abandon;     /* release asked: delete our node, then done */
   int lost;        /* the lock was held and is no longer */

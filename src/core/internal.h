@@ -59,6 +59,7 @@ struct zkl_client {
   char *hosts;            /* connect string, for a new session */
   char *auth_scheme, *auth_cred; int auth_len;
   unsigned long n_sessions, n_lost;
+  unsigned long n_attempts; /* lock attempts made: their serials */
   /* Connection-state notices (Curator's model, docs/api.md): queued as
    * events while Lua listens (want_state). */
   int want_state;
@@ -92,6 +93,7 @@ struct zkl_event {
   zkl_event *next;
   int type;   /* ZKL_EV_* */
   char *path; /* the lock node concerned */
+  unsigned long attempt; /* the lock attempt's serial; 0: none (state) */
 };
 
 /* ---- util.c ------------------------------------------------------------ */
@@ -114,7 +116,8 @@ void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
 /* ---- notify.c (mu held) ------------------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
-void zkl_event_push(zkl_client *c, int type, const char *path);
+void zkl_event_push(zkl_client *c, int type, const char *path,
+                    unsigned long attempt); /* 0: about no attempt */
 void zkl_notify_free(zkl_client *c); /* the unref: events, socket, list */
 
 /* ---- liveness.c (mu held) ----------------------------------------------- */

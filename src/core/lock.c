@@ -186,7 +186,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
           memcmp(v, REVOKE, sizeof REVOKE - 1) == 0) {
         char *full = lock_nodepath(l);
         l->revoke_version = st->version;
-        if (full) zkl_event_push(l->t.c, ZKL_EV_REVOKE, full);
+        if (full) zkl_event_push(l->t.c, ZKL_EV_REVOKE, full, l->serial);
         free(full);
         news = 1;
       }
@@ -229,7 +229,7 @@ static void lock_hold(zkl_lock *l) {
   if (l->notify_held && l->node) {
     /* a latch's on_change(true), a selector's turn */
     char *full = zkl_join(l->t.path, l->node);
-    if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full, l->serial);
     free(full);
   }
   if (l->g && l->g->rpath) {

@@ -45,12 +45,16 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   }
   if (datalen > 0) memcpy(l->data, data, (size_t)datalen);
   pthread_mutex_lock(&c->mu);
+  l->serial = ++c->n_attempts;
   zkl_task_link(&l->t);
   pthread_mutex_unlock(&c->mu);
   return l;
 }
 
 zkl_client *zkl_lock_client(const zkl_lock *l) { return l->t.c; }
+
+/* (set once, before Lua sees the attempt: no mutex) */
+unsigned long zkl_lock_serial(const zkl_lock *l) { return l->serial; }
 
 const char *zkl_lock_path(const zkl_lock *l) { return l->t.path; }
 

@@ -41,7 +41,7 @@ void lock_lost_event(zkl_lock *l) {
   l->lost = 1;
   if (l->node) {
     char *full = lock_nodepath(l);
-    if (full) zkl_event_push(l->t.c, ZKL_EV_LOST, full);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_LOST, full, l->serial);
     free(full);
   }
   l->t.c->n_lost++;

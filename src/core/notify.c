@@ -53,10 +53,14 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
   unsigned long now_gen;
   struct timespec ts;
   pthread_mutex_lock(&c->mu);
-  if (timeout >= 0 && timeout < 1e9) { /* longer: as good as for ever */
-    ts = zkl_abstime(zkl_now() + timeout);
-    while (c->gen == gen)
-      if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
+  if (timeout < 1e9) { /* longer: as good as for ever */
+    /* (a deadline already past, in a caller's reckoning, is no wait: a
+     * negative timeout must not read as "for ever") */
+    if (timeout > 0) {
+      ts = zkl_abstime(zkl_now() + timeout);
+      while (c->gen == gen)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
+    }
   } else {
     while (c->gen == gen) pthread_cond_wait(&c->cv, &c->mu);
   }
@@ -153,10 +157,12 @@ int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
 
 /* ---- callbacks Lua owes the user ---------------------------------------- */
 
-void zkl_event_push(zkl_client *c, int type, const char *path) {
+void zkl_event_push(zkl_client *c, int type, const char *path,
+                    unsigned long attempt) {
   zkl_event *e = calloc(1, sizeof *e);
   if (!e) return;
   e->type = type;
+  e->attempt = attempt;
   e->path = strdup(path);
   if (!e->path) { free(e); return; }
   if (c->ev_tail) c->ev_tail->next = e; else c->ev_head = e;
@@ -174,9 +180,10 @@ zkl_event *zkl_client_take_events(zkl_client *c) {
 }
 
 const zkl_event *zkl_event_read(const zkl_event *e, int *type,
-                                const char **path) {
+                                const char **path, unsigned long *attempt) {
   *type = e->type;
   *path = e->path;
+  *attempt = e->attempt;
   return e->next;
 }
 

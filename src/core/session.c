@@ -23,7 +23,7 @@
 
 /* A connection-state notice, for Lua's on_state listeners. */
 static void session_notice(zkl_client *c, const char *state) {
-  if (c->want_state) zkl_event_push(c, ZKL_EV_STATE, state);
+  if (c->want_state) zkl_event_push(c, ZKL_EV_STATE, state, 0);
 }
 
 static void session_event(zkl_client *c, zhandle_t *zh, int state) {

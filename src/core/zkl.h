@@ -176,8 +176,11 @@ typedef struct zkl_stats {
 void zkl_client_stats(zkl_client *c, zkl_stats *out);
 
 /* ---- notify.c: waking Lua ----------------------------------------------- */
-/* Wait until the change counter differs from gen or timeout (seconds,
- * <0 = forever).  Returns the current counter. */
+/* Wait until the change counter differs from gen or timeout seconds
+ * pass (ZKL_FOREVER, or anything from 1e9 s: no limit).  A timeout that
+ * has run out (<= 0, negative included) does not wait.  Returns the
+ * current counter. */
+#define ZKL_FOREVER 1e30
 unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
                               double timeout);
 /* The wake socket (OpenResty): listen on a fresh path (returned, owned
@@ -193,7 +196,10 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
 /* ZKL_EV_HELD: an attempt that asked for it (zkl_lock_notify_held) came
- * to hold (its node's path). */
+ * to hold (its node's path).  Every event of a lock attempt carries the
+ * attempt's serial (zkl_lock_serial), so that news of an attempt its
+ * owner has left behind is told apart from news of the current one; a
+ * state notice carries 0. */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
 /* Revocation (Curator Revoker): a revoker sets a holder's node data to
  * this; a revocable holder's self watch reads it (docs/design.md, 8). */
@@ -203,9 +209,10 @@ enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
  * from now on, or stop (Lua thread). */
 void zkl_client_want_state(zkl_client *c, int on);
 zkl_event *zkl_client_take_events(zkl_client *c); /* the caller owns them */
-/* The event's type and node path; returns the next one, or NULL. */
+/* The event's type, node path and attempt serial (0: none); returns the
+ * next one, or NULL. */
 const zkl_event *zkl_event_read(const zkl_event *e, int *type,
-                                const char **path);
+                                const char **path, unsigned long *attempt);
 void zkl_events_free(zkl_event *e);
 
 /* ---- lock.c: one lock attempt ------------------------------------------- */
@@ -215,6 +222,9 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
                        int max_leases, const char *data, int datalen,
                        const char *ignore, zkl_error *err);
 zkl_client *zkl_lock_client(const zkl_lock *l);
+/* This attempt's serial: unique among the client's attempts, never 0;
+ * its events carry it. */
+unsigned long zkl_lock_serial(const zkl_lock *l);
 const char *zkl_lock_path(const zkl_lock *l); /* the lock directory */
 void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
 /* A hold lasts at most `seconds` (0: no limit): then it ends as a lost

@@ -120,11 +120,13 @@ static int lclient_poll(lua_State *L) {
   return 2;
 }
 
-/* client:_wait(gen, timeout) -> gen: sleeps until anything changes */
+/* client:_wait(gen [, timeout]) -> gen: sleeps until anything changes,
+ * at most timeout seconds (nil: no limit; <= 0, a deadline already past:
+ * no sleep at all) */
 static int lclient_wait(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   unsigned long gen = (unsigned long)luaL_checknumber(L, 2);
-  double timeout = luaL_optnumber(L, 3, -1);
+  double timeout = luaL_optnumber(L, 3, ZKL_FOREVER);
   luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
@@ -186,8 +188,10 @@ static int lclient_add_auth(lua_State *L) {
   return 1;
 }
 
-/* client:_events() -> { {type, path}... } | nil: what Lua must call back
- * (taken out of the core first: pushing may run a __gc) */
+/* client:_events() -> { {type, path [, attempt]}... } | nil: what Lua
+ * must call back; attempt: the serial of the lock attempt it is about
+ * (attempt:serial()), absent for a state notice.  (Taken out of the core
+ * first: pushing may run a __gc.) */
 static int lclient_events(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
   zkl_event *first;
@@ -201,8 +205,9 @@ static int lclient_events(lua_State *L) {
   for (e = first; e;) {
     int type;
     const char *path;
-    e = zkl_event_read(e, &type, &path);
-    lua_createtable(L, 2, 0);
+    unsigned long attempt;
+    e = zkl_event_read(e, &type, &path, &attempt);
+    lua_createtable(L, 3, 0);
     lua_pushstring(L, type == ZKL_EV_REVOKE ? "revoke"
                       : type == ZKL_EV_LOST ? "lost"
                       : type == ZKL_EV_STATE ? "state"
@@ -210,6 +215,10 @@ static int lclient_events(lua_State *L) {
     lua_rawseti(L, -2, 1);
     lua_pushstring(L, path);
     lua_rawseti(L, -2, 2);
+    if (attempt) {
+      lua_pushnumber(L, (lua_Number)attempt);
+      lua_rawseti(L, -2, 3);
+    }
     lua_rawseti(L, -2, ++i);
   }
   zkl_events_free(first);

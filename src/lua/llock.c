@@ -192,6 +192,13 @@ static int llock_watch_contenders(lua_State *L) {
   return 0;
 }
 
+/* attempt:serial() -> n: tells this attempt's events (client:_events()
+ * entries' third field) from those of the client's other attempts */
+static int llock_serial(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)zkl_lock_serial(llock_check(L)));
+  return 1;
+}
+
 /* attempt:notify_held(): queue a "held" event when it comes to hold */
 static int llock_notify_held(lua_State *L) {
   zkl_lock_notify_held(llock_check(L));
@@ -281,6 +288,7 @@ void zkl_open_lock(lua_State *L) {
     { "info", llock_info },
     { "revocable", llock_revocable },
     { "notify_held", llock_notify_held },
+    { "serial", llock_serial },
     { "read_with", llock_read_with },
     { "linger", llock_linger },
     { "relock", llock_relock },
