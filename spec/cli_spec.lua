@@ -300,6 +300,12 @@ describe("zklock (command-line tool)", function()
           "--leases: expected a positive integer, got '1.5'" },
         { { "wait-barrier", bad, "/p", "--max-hold", "1" },
           "wait-barrier: unknown option --max-hold" },
+        { { "holders", "localhost", "/p" }, "holders: bad HOSTS: host " ..
+          "'localhost' has no port (host:port expected): localhost" },
+        { { "run", ",", "/p", "true" }, "run: bad HOSTS: empty host in " ..
+          "the connect string (host:port expected between commas): ," },
+        { { "wait-barrier", bad, "/p\xff" }, "wait-barrier: bad PATH: " ..
+          "path is not valid UTF-8 (at byte 3): /p\xff" },
       }
       local ps = {}
       for i, c in ipairs(cases) do ps[i] = start(table.unpack(c[1])) end

@@ -2,7 +2,7 @@
  *
  * The house (docs/design.md, "Source map"), bottom up; a file uses only
  * those above it, and the session calls tasks only through their class:
- *   errors.c log.c util.c names.c acl.c   helpers
+ *   errors.c log.c util.c names.c acl.c paths.c   helpers
  *   notify.c    change counter, condvar wait, wake-up socket, ready list,
  *               the event queue: how ZooKeeper's threads wake Lua
  *   liveness.c  what the session knows of the server: usable, last heard

@@ -11,6 +11,7 @@
 #ifndef ZKLOCK_ZKL_H
 #define ZKLOCK_ZKL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <zookeeper/zookeeper.h>
@@ -87,6 +88,25 @@ char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 /* Longest path and data the binding accepts (docs/limits.md). */
 #define ZKL_PATH_MAX 4096
 #define ZKL_DATA_DEFAULT (1024 * 1024 - 8192)
+
+/* ---- paths.c: what ZooKeeper accepts (pure functions) ------------------ */
+/* Why the path p (len bytes) is refused, or NULL when ZooKeeper takes it:
+ * absolute, not the root, at most max bytes (0: ZKL_PATH_MAX; less for a
+ * recipe's directory, whose nodes' paths are longer), no trailing '/', no
+ * empty, "." or ".." component, no NUL, valid UTF-8 without a control
+ * character (U+0001-U+001F, U+007F-U+009F) or another character the
+ * server refuses (U+D800-U+F8FF, U+FFF0-U+FFFF, beyond U+FFFF).  The
+ * reason is a literal or written into buf (size bytes). */
+const char *zkl_path_problem(const char *p, size_t len, size_t max,
+                             char *buf, size_t size);
+/* Why the connect string h (len bytes) is refused, or NULL:
+ * "host:port[,host:port...][/chroot]", no NUL, no empty host, a port from
+ * 1 to 65535, a chroot that is a path as above (or "/": none). */
+const char *zkl_hosts_problem(const char *h, size_t len, char *buf,
+                              size_t size);
+/* The chroot of a connect string (from its first '/'), or NULL: none, or
+ * just "/". */
+const char *zkl_hosts_chroot(const char *hosts);
 
 /* ---- names.c: lock node names (pure functions) ------------------------- */
 typedef struct zkl_entry {

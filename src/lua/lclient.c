@@ -51,7 +51,7 @@ static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
  *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
  * Does not wait: zklock.connect waits for the first connection. */
 static int lclient_new(lua_State *L) {
-  const char *hosts = luaL_checkstring(L, 1);
+  const char *hosts = zkl_checkhosts(L, 1);
   lua_settop(L, 5); /* (the box pushed below is then index 6, not 3) */
   int timeout_ms = zkl_checkrange(L, 2, 1, 0x7fffffff, "timeout_ms");
   int renew = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
