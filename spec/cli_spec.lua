@@ -447,6 +447,17 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, rc, out)
     end)
 
+    -- (issue 22, item 12: it exited 0, so a deploy gate passed)
+    it("under a chroot that does not exist: 69 and a message naming it, " ..
+       "never 0", function()
+      local rc, out = finished(start("wait-barrier", hosts .. "/no/such",
+        "/gate"))
+      assert.equal(UNAVAILABLE, rc, out)
+      assert.equal("zklock: wait-barrier: cannot connect to " .. hosts ..
+        "/no/such: the chroot /no/such of the connect string does not " ..
+        "exist: create it, or connect without it\n", out)
+    end)
+
     it("times out: 75 and a message", function()
       local path = H.path("cli-barrier")
       local b = zk:barrier(path)

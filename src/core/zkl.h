@@ -170,8 +170,10 @@ void zkl_acl_free(struct ACL_vector *v);
 int zkl_acl_perms(const char *s);
 
 /* ---- session.c: the client ---------------------------------------------- */
+/* ZKL_NO_CHROOT: the session found no node at its connect string's chroot
+ * (it stays so; every request fails with NO_NODE naming the chroot). */
 enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
-       ZKL_CLOSED };
+       ZKL_CLOSED, ZKL_NO_CHROOT };
 
 /* acl: taken over by the client (freed with it, and on failure). */
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
@@ -188,6 +190,9 @@ int zkl_client_max_data(const zkl_client *c);
 /* ZKL_CONNECTING...; *gen (if given): the change counter at that moment */
 int zkl_client_state(zkl_client *c, unsigned long *gen);
 int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */
+/* Why the client takes no requests (expired, auth failed, no chroot,
+ * closed): 1 with err; 0 while it does. */
+int zkl_client_failure(zkl_client *c, zkl_error *err);
 int zkl_client_timeout_ms(zkl_client *c);     /* negotiated */
 
 typedef struct zkl_stats {

@@ -6,7 +6,7 @@
 #include "lbind.h"
 
 static const char *const lclient_states[] = {
-  "connecting", "connected", "expired", "auth_failed", "closed"
+  "connecting", "connected", "expired", "auth_failed", "closed", "no_chroot"
 };
 
 static zkl_client_box *lclient_box(lua_State *L, int idx) {
@@ -128,6 +128,23 @@ static int lclient_wait(lua_State *L) {
   luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
+}
+
+/* client:_failure() -> nil | msg, code: why the client takes no requests
+ * (expired, auth failed, no chroot, closed) */
+static int lclient_failure(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_error err;
+  if (!b->c) {
+    lua_pushstring(L, "client is closed");
+    lua_pushstring(L, zkl_code_name(ZKL_ECLOSED));
+    return 2;
+  }
+  zkl_checkfork(L, b->c, NULL);
+  if (!zkl_client_failure(b->c, &err)) { lua_pushnil(L); return 1; }
+  lua_pushstring(L, err.msg);
+  lua_pushstring(L, zkl_code_name(err.code));
+  return 2;
 }
 
 static int lclient_session_id(lua_State *L) {
@@ -275,6 +292,7 @@ void zkl_open_client(lua_State *L) {
     { "session_id", lclient_session_id },
     { "session_timeout", lclient_timeout },
     { "_poll", lclient_poll },
+    { "_failure", lclient_failure },
     { "_wait", lclient_wait },
     { "_stats", lclient_stats },
     { "_add_auth", lclient_add_auth },
