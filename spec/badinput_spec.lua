@@ -31,11 +31,74 @@ describe("bad input", function()
     }) do
       assert.has_error(function() zklock.connect(srv.connect_string, opts) end)
     end
-    local zk2, msg, code = zklock.connect("not a host list:99999",
+    -- a name that does not resolve is the world's answer, not misuse
+    local zk2, msg, code = zklock.connect("no-such-host.invalid:2181",
       { connect_timeout = 0.3 })
     assert.is_nil(zk2)
     assert.is_string(msg)
     assert.is_string(code)
+  end)
+
+  -- (issue 22, item 14: "localhost" came back as a zk_error, "," as
+  -- connection_loss, and "h:port\0/app" connected without its chroot)
+  it("connect strings the C client cannot take: an argument error, " ..
+     "before anything is sent", function()
+    local good = srv.connect_string
+    for _, c in ipairs({
+      { "localhost", "host 'localhost' has no port (host:port expected): " ..
+        "localhost" },
+      { ",", "empty host in the connect string (host:port expected " ..
+        "between commas): ," },
+      { good .. "\0/app", "connect string contains a NUL byte: " .. good },
+      { good .. ",", "empty host in the connect string (host:port " ..
+        "expected between commas): " .. good .. "," },
+      { "127.0.0.1:99999", "host '127.0.0.1:99999' has a bad port (a " ..
+        "number from 1 to 65535 expected): 127.0.0.1:99999" },
+      { good .. "/app/", "chroot: path must not end with '/': " .. good ..
+        "/app/" },
+    }) do
+      local ok, err = pcall(zklock.connect, c[1], { connect_timeout = 0.3 })
+      assert.is_false(ok, c[1])
+      assert.equal("bad argument #1 to 'connect' (" .. c[2] .. ")", err)
+      -- the binding checks as well (zklock.ngx.connect, direct callers)
+      assert.has_error(function() H.core.connect(c[1], 1000) end,
+        "bad argument #1 to 'connect' (" .. c[2] .. ")")
+    end
+  end)
+
+  -- (issue 22, item 14: these passed the check and came back from the
+  -- server as zk_error, though docs/limits.md promised an argument error)
+  it("paths that are not UTF-8, or hold a character the server refuses: " ..
+     "an argument error, before anything is sent", function()
+    local dir = H.path("utf8")
+    local sent = zk:stats().requests
+    for _, tail in ipairs({ "\xff", "\xc0\xaf", "\xed\xa0\x80",
+        "\xc2\x80", "\xc2\x9f", "\xee\x80\x80", "\xef\xbf\xbd",
+        "\xf0\x9f\x98\x80" }) do
+      local p = dir .. "/a" .. tail
+      for _, f in ipairs({
+        function() return zk:set(p, "x") end,
+        function() return zk:get(p) end,
+        function() return zk:mutex(p) end,
+        function() return zk:barrier(p) end,
+      }) do
+        local ok, err = pcall(f)
+        assert.is_false(ok, ("%q"):format(p))
+        assert.matches("^bad argument #1 to '%w+' %(path ", err)
+      end
+      -- the binding's own check (its argument numbers are its own)
+      local ok, err = pcall(zk._get, zk, p)
+      assert.is_false(ok)
+      assert.matches("bad argument #%d to '[%w_?]+' %(path ", err)
+    end
+    assert.equal(sent, zk:stats().requests)
+    -- the characters next to the refused ranges: the server takes them
+    for _, tail in ipairs({ "\xc3\xbc", "\xc2\xa0", "\xed\x9f\xbf",
+        "\xef\xa4\x80", "\xef\xbf\xaf" }) do
+      local p = dir .. "/a" .. tail
+      assert.is_true(zk:set(p, "x"), ("%q"):format(p))
+      assert.equal("x", (zk:get(p)))
+    end
   end)
 
   it("mutex paths", function()

@@ -300,6 +300,12 @@ describe("zklock (command-line tool)", function()
           "--leases: expected a positive integer, got '1.5'" },
         { { "wait-barrier", bad, "/p", "--max-hold", "1" },
           "wait-barrier: unknown option --max-hold" },
+        { { "holders", "localhost", "/p" }, "holders: bad HOSTS: host " ..
+          "'localhost' has no port (host:port expected): localhost" },
+        { { "run", ",", "/p", "true" }, "run: bad HOSTS: empty host in " ..
+          "the connect string (host:port expected between commas): ," },
+        { { "wait-barrier", bad, "/p\xff" }, "wait-barrier: bad PATH: " ..
+          "path is not valid UTF-8 (at byte 3): /p\xff" },
       }
       local ps = {}
       for i, c in ipairs(cases) do ps[i] = start(table.unpack(c[1])) end
@@ -439,6 +445,17 @@ describe("zklock (command-line tool)", function()
       -- no barrier: at once
       rc, out = finished(start("wait-barrier", hosts, path))
       assert.equal(0, rc, out)
+    end)
+
+    -- (issue 22, item 12: it exited 0, so a deploy gate passed)
+    it("under a chroot that does not exist: 69 and a message naming it, " ..
+       "never 0", function()
+      local rc, out = finished(start("wait-barrier", hosts .. "/no/such",
+        "/gate"))
+      assert.equal(UNAVAILABLE, rc, out)
+      assert.equal("zklock: wait-barrier: cannot connect to " .. hosts ..
+        "/no/such: the chroot /no/such of the connect string does not " ..
+        "exist: create it, or connect without it\n", out)
     end)
 
     it("times out: 75 and a message", function()

@@ -1,6 +1,15 @@
 -- Sessions: connect, state, close, chroot, fork, connection failures.
 local H = require "spec.helpers"
+local runtime = require "zklock.runtime"
 local zklock, tcore = H.zklock, H.tcore
+
+-- Run client:<method>(...), an op, to its end: its result.
+local function run_op(zk, method, ...)
+  local o, msg, code = zk[method](zk, ...)
+  if not o then return nil, msg, code end
+  assert(H.await(zk, o, H.now() + 10) == "done", method .. " hung")
+  return o:result()
+end
 
 describe("zklock.connect", function()
   local srv
@@ -49,18 +58,99 @@ describe("zklock.connect", function()
     root:close()
   end)
 
-  it("reports a missing chroot clearly", function()
-    local zk = H.connect(srv.connect_string .. "/no/such/chroot")
+  -- (issue 22, item 12: connect reported connected, a barrier wait
+  -- passed, holders() came back empty: a deploy gate opened on a typo)
+  it("refuses a chroot that does not exist: connect fails with no_node, " ..
+     "naming it", function()
+    local t0 = H.now()
+    local zk, msg, code = zklock.connect(srv.connect_string ..
+      "/no/such/chroot", { connect_timeout = 20 })
+    assert.is_nil(zk)
+    assert.equal("no_node", code)
+    assert.equal("the chroot /no/such/chroot of the connect string does " ..
+      "not exist: create it, or connect without it", msg)
+    assert.is_true(H.now() - t0 < 10) -- the server's answer, not a timeout
+  end)
+
+  it("a session not waited for (as zklock.ngx.connect opens it) under a " ..
+     "missing chroot: waits and listings fail with no_node, never pass",
+    function()
+    local zk = assert(runtime.open(srv.connect_string .. "/no/such/chroot",
+      { session_timeout = 5 }, "connect"))
+    -- started before the session has looked for its chroot
+    local ok, msg, code = zk:barrier("/gate"):wait(10)
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot /no/such/chroot ", msg, 1, true)
+    assert.equal("no_chroot", zk:state())
+    local h
+    h, msg, code = zk:mutex("/locks/a"):holders(10)
+    assert.is_nil(h)
+    assert.equal("no_node", code)
+    assert.matches("chroot /no/such/chroot ", msg, 1, true)
+    ok, msg, code = zk:mutex("/locks/a"):acquire(1)
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot /no/such/chroot ", msg, 1, true)
+    assert.same({ nil, msg, "no_node" }, { zk:get("/x") })
+    zk:close()
+    assert.equal("closed", zk:state())
+  end)
+
+  it("a chroot removed while the session lives: a lock or a barrier set " ..
+     "answers no_node, naming it", function()
+    local root = H.connect(srv)
+    local base = H.path("gone")
+    assert.is_true(root:set(base, ""))
+    local zk = H.connect(srv.connect_string .. base)
+    assert(run_op(root, "_delete", base)) -- (empty: we made nothing)
     local ok, msg, code = zk:mutex("/a"):acquire(5)
     assert.is_nil(ok)
     assert.equal("no_node", code)
-    assert.matches("chroot", msg)
+    assert.matches("(the chroot " .. base .. " of the connect string must " ..
+      "exist)", msg, 1, true)
     -- a top-level node too (no parent to create): an answer, not a loop
     ok, msg, code = zk:barrier("/x"):set()
     assert.is_nil(ok)
     assert.equal("no_node", code)
-    assert.matches("chroot", msg)
+    assert.matches("chroot " .. base, msg, 1, true)
+    ok, msg, code = zk:set("/data/x", "1")
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot " .. base, msg, 1, true)
+    assert.equal("connected", zk:state()) -- (looked for once per session)
     zk:close()
+    root:close()
+  end)
+
+  it("a new session after an expiry looks for its chroot again: gone " ..
+     "meanwhile, the client says no_chroot and waits fail with no_node",
+    function()
+    local root = H.connect(srv)
+    local base = H.path("renew")
+    assert.is_true(root:set(base, ""))
+    local proxy = H.testing.proxy(srv)
+    local zk = H.connect(proxy:connect_string() .. base,
+      { session_timeout = 2 })
+    local m = zk:mutex("/m")
+    assert.equal(m, m:acquire(5))
+    proxy:stall(true, true) -- silence: the server expires the session...
+    H.wait_until(function() -- ...and its lock node goes
+      return #H.lock_nodes(root, base) == 0 end, 30, "the session's expiry")
+    run_op(root, "_delete", base .. "/m") -- (a container: the server may
+    assert(run_op(root, "_delete", base)) --  have reaped it already)
+    proxy:cut()
+    proxy:stall(false, false)
+    H.wait_until(function() return zk:state() == "no_chroot" end, 30,
+      "the new session to find no chroot")
+    assert.is_false(m:is_held())
+    local ok, msg, code = zk:barrier("/gate"):wait(5)
+    assert.is_nil(ok)
+    assert.equal("no_node", code)
+    assert.matches("chroot " .. base .. " ", msg, 1, true)
+    zk:close()
+    proxy:close()
+    root:close()
   end)
 
   it("get and set the data of a node; set creates it and its parents",

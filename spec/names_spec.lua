@@ -168,3 +168,122 @@ describe("lock node ordering", function()
     end)
   end)
 end)
+
+-- What ZooKeeper takes as a path and as a connect string (core/paths.c):
+-- the one statement of the reasons, which every check raises with.
+describe("path and connect-string checks", function()
+  local problem = core.path_problem
+
+  it("accepts ordinary paths, and characters next to the refused ranges",
+    function()
+    for _, p in ipairs({
+      "/a", "/a/b-c_d.e", "/a/...", "/a/.b", "/a/b.", "/a b/~!@#",
+      "/\xc3\xbc", -- U+00FC
+      "/\xc2\xa0", -- U+00A0, the first after the C1 controls
+      "/\xed\x9f\xbf", -- U+D7FF, the last before the surrogates
+      "/\xef\xa4\x80", -- U+F900, the first after the private use area
+      "/\xef\xbf\xaf", -- U+FFEF, the last before U+FFF0
+      "/" .. ("x"):rep(4095),
+    }) do
+      assert.is_nil(problem(p), p)
+    end
+    assert.equal(4096, core.PATH_MAX)
+  end)
+
+  it("says why a path is refused: reason, then the path", function()
+    for _, c in ipairs({
+      { "", "path must start with '/'" },
+      { "a/b", "path must start with '/': a/b" },
+      { "/", "path must not be the root: /" },
+      { "/a/", "path must not end with '/': /a/" },
+      { "/a//b", "empty path component: /a//b" },
+      { "/a/./b", "relative path component: /a/./b" },
+      { "/a/..", "relative path component: /a/.." },
+      { "/a\0b", "path contains a NUL byte: /a" },
+      { "/a\1", "path contains a control character: /a\1" },
+      { "/a\31", "path contains a control character: /a\31" },
+      { "/a\127", "path contains a control character: /a\127" },
+      -- C1 controls, U+0080-U+009F (the server refuses them)
+      { "/a\xc2\x80", "path contains a control character: /a\xc2\x80" },
+      { "/a\xc2\x9f", "path contains a control character: /a\xc2\x9f" },
+      -- not UTF-8 (the server reads U+FFFD, and refuses it)
+      { "/a\xff", "path is not valid UTF-8 (at byte 3): /a\xff" },
+      { "/a\x80", "path is not valid UTF-8 (at byte 3): /a\x80" },
+      { "/ab\xc3", "path is not valid UTF-8 (at byte 4): /ab\xc3" },
+      { "/\xc3(", "path is not valid UTF-8 (at byte 2): /\xc3(" },
+      { "/\xc0\xaf", "path is not valid UTF-8 (at byte 2): /\xc0\xaf" },
+      { "/\xe0\x80\xaf", "path is not valid UTF-8 (at byte 2): " ..
+        "/\xe0\x80\xaf" }, -- overlong
+      { "/\xed\xa0\x80", "path is not valid UTF-8 (at byte 2): " ..
+        "/\xed\xa0\x80" }, -- a surrogate, U+D800
+      { "/\xf4\x90\x80\x80", "path is not valid UTF-8 (at byte 2): " ..
+        "/\xf4\x90\x80\x80" }, -- beyond U+10FFFF
+      -- what the server refuses (PathUtils.validatePath, bounds included)
+      { "/\xee\x80\x80", "path contains U+E000, a character ZooKeeper " ..
+        "refuses: /\xee\x80\x80" },
+      { "/\xef\xa3\xbf", "path contains U+F8FF, a character ZooKeeper " ..
+        "refuses: /\xef\xa3\xbf" },
+      { "/\xef\xbf\xb0", "path contains U+FFF0, a character ZooKeeper " ..
+        "refuses: /\xef\xbf\xb0" },
+      { "/\xef\xbf\xbd", "path contains U+FFFD, a character ZooKeeper " ..
+        "refuses: /\xef\xbf\xbd" },
+      { "/\xef\xbf\xbf", "path contains U+FFFF, a character ZooKeeper " ..
+        "refuses: /\xef\xbf\xbf" },
+      { "/\xf0\x9f\x98\x80", "path contains U+1F600, a character " ..
+        "ZooKeeper refuses: /\xf0\x9f\x98\x80" }, -- a UTF-16 pair there
+    }) do
+      assert.equal(c[2], problem(c[1]), ("%q"):format(c[1]))
+    end
+  end)
+
+  it("counts the length in bytes, against the limit given", function()
+    local long = "/" .. ("x"):rep(4096)
+    assert.equal("path too long (over 4096 bytes): " .. long, problem(long))
+    local p = "/" .. ("x"):rep(4032)
+    assert.equal("path too long (over 4032 bytes: its nodes' paths would " ..
+      "pass 4096): " .. p, problem(p, 4032))
+    assert.is_nil(problem(p:sub(1, 4032), 4032))
+    assert.has_error(function() problem("/a", 5000) end)
+    assert.has_error(function() problem({}) end)
+  end)
+
+  it("says why a connect string is refused", function()
+    local hp = core.hosts_problem
+    for _, h in ipairs({ "127.0.0.1:2181", "a:1,b:2,c:3/app",
+        "zk1.example.com:2181, zk2.example.com:2181/a/b", "::1:2181",
+        "h:1/", "h:65535" }) do
+      assert.is_nil(hp(h), h)
+    end
+    for _, c in ipairs({
+      { "", "connect string is empty" },
+      { "localhost", "host 'localhost' has no port (host:port expected): " ..
+        "localhost" },
+      { ",", "empty host in the connect string (host:port expected " ..
+        "between commas): ," },
+      { "a:1,", "empty host in the connect string (host:port expected " ..
+        "between commas): a:1," },
+      { "a:1,,b:2", "empty host in the connect string (host:port " ..
+        "expected between commas): a:1,,b:2" },
+      { "127.0.0.1:2181\0/app", "connect string contains a NUL byte: " ..
+        "127.0.0.1:2181" },
+      { "h:0", "host 'h:0' has a bad port (a number from 1 to 65535 " ..
+        "expected): h:0" },
+      { "h:65536", "host 'h:65536' has a bad port (a number from 1 to " ..
+        "65535 expected): h:65536" },
+      { "h:0x50", "host 'h:0x50' has a bad port (a number from 1 to " ..
+        "65535 expected): h:0x50" },
+      { "h:", "host 'h:' has a bad port (a number from 1 to 65535 " ..
+        "expected): h:" },
+      { ":2181", "host ':2181' has no name before its port: :2181" },
+      { "a host:1", "host 'a host:1' contains a space or a control " ..
+        "character: a host:1" },
+      { "/app", "no host:port before the chroot: /app" },
+      { "h:1/app/", "chroot: path must not end with '/': h:1/app/" },
+      { "h:1/a\xff", "chroot: path is not valid UTF-8 (at byte 3): " ..
+        "h:1/a\xff" },
+    }) do
+      assert.equal(c[2], hp(c[1]), ("%q"):format(c[1]))
+    end
+    assert.has_error(function() hp(nil) end)
+  end)
+end)

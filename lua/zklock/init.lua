@@ -69,21 +69,21 @@ end
 --  (longest data accepted, bytes; default 1 MiB - 8 KiB),
 --  `auth` ({scheme, credential}), `renew_session` (default true: after
 --  an expiry the client opens a new session by itself)
--- @return client, or nil, message, code
+-- @return client, or nil, message, code ("no_node": the chroot of
+--  `hosts` does not exist; "connection_loss": no connection in time)
 function M.connect(hosts, opts)
   local c, ct, code = R.open(hosts, opts, "connect")
   if not c then return nil, ct, code end
   local state = await(c, R.session_leaving(c, "connecting"), now() + ct)
   if state == "connected" then return c end
+  local msg
+  msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
   c:close()
   if state == "timeout" then
     return nil, ("could not connect to %s within %gs"):format(hosts, ct),
       "connection_loss"
-  elseif state == "auth_failed" then
-    return nil, "authentication failed", "no_auth"
   end
-  return nil, "session " .. state, state == "expired" and "session_expired"
-    or "closed"
+  return nil, msg or "session " .. state, code or "closed"
 end
 
 -- ---------------------------------------------------------------------------

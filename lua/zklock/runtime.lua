@@ -69,35 +69,35 @@ local function argerror(n, fname, msg)
 end
 R.argerror = argerror
 
--- The longest path (docs/limits.md), and the longest a recipe directory
--- may have: its longest node name, "/leases/_c_<uuid>-lease-<10 digits>"
--- (64 bytes), must fit within the first.
-local PATH_MAX = 4096
-R.RECIPE_PATH_MAX = PATH_MAX - 64
+-- The longest path (docs/limits.md: core.PATH_MAX, 4096), and the longest
+-- a recipe directory may have: its longest node name,
+-- "/leases/_c_<uuid>-lease-<10 digits>" (64 bytes), must fit within the
+-- first.
+R.RECIPE_PATH_MAX = core.PATH_MAX - 64
+
+local path_problem, hosts_problem = core.path_problem, core.hosts_problem
 
 --- `path`, or a standard argument error; `max` (default 4096): its
 -- longest length in bytes (R.RECIPE_PATH_MAX for a recipe's directory).
+-- Why a path is refused is said in C, once (src/core/paths.c).
 function R.check_path(path, n, fname, max)
   if type(path) ~= "string" then
     argerror(n, fname, "string expected, got " .. type(path))
   end
-  max = max or PATH_MAX
-  local why
-  if path:sub(1, 1) ~= "/" then why = "path must start with '/'"
-  elseif #path == 1 then why = "path must not be the root"
-  elseif #path > max then
-    why = ("path too long (over %d bytes%s)"):format(max, max < PATH_MAX and
-      (": its nodes' paths would pass %d"):format(PATH_MAX) or "")
-  elseif path:sub(-1) == "/" then why = "path must not end with '/'"
-  elseif path:find("//", 1, true) then why = "empty path component"
-  elseif path:find("%z") then why = "path contains a NUL byte"
-  elseif path:find("[\1-\31\127]") then
-    why = "path contains a control character"
-  elseif path:find("/%.%.?/") or path:find("/%.%.?$") then
-    why = "relative path component"
-  end
-  if why then argerror(n, fname, why .. ": " .. path) end
+  local why = path_problem(path, max)
+  if why then argerror(n, fname, why) end
   return path
+end
+
+--- `hosts`, a connect string ("host:port,...[/chroot]"), or a standard
+-- argument error (the reasons: src/core/paths.c).
+function R.check_hosts(hosts, n, fname)
+  if type(hosts) ~= "string" then
+    argerror(n, fname, "connect string expected, got " .. type(hosts))
+  end
+  local why = hosts_problem(hosts)
+  if why then argerror(n, fname, why) end
+  return hosts
 end
 
 function R.check_count(v, n, fname, what)
@@ -462,9 +462,7 @@ R.chroots = setmetatable({}, WEAK_KEYS)
 -- Checks the arguments and opens the session without waiting for it.
 -- @return client, connect_timeout | nil, msg, code
 function R.open(hosts, opts, fname)
-  if type(hosts) ~= "string" or hosts == "" then
-    argerror(1, fname, "connect string expected, got " .. type(hosts))
-  end
+  R.check_hosts(hosts, 1, fname)
   if opts ~= nil and type(opts) ~= "table" then
     argerror(2, fname, "table expected, got " .. type(opts))
   end

@@ -2,7 +2,7 @@
  *
  * The house (docs/design.md, "Source map"), bottom up; a file uses only
  * those above it, and the session calls tasks only through their class:
- *   errors.c log.c util.c names.c acl.c   helpers
+ *   errors.c log.c util.c names.c acl.c paths.c   helpers
  *   notify.c    change counter, condvar wait, wake-up socket, ready list,
  *               the event queue: how ZooKeeper's threads wake Lua
  *   liveness.c  what the session knows of the server: usable, last heard
@@ -57,6 +57,12 @@ struct zkl_client {
   zhandle_t *old_zh;      /* the expired handle being closed */
   double probe_at;        /* when the last probe was sent */
   char *hosts;            /* connect string, for a new session */
+  /* Its chroot (NULL: none) must exist: each session looks for it once,
+   * at its first connection, and counts as connected only once it was
+   * found (chroot_ok); until then ops wait to send (docs/api.md). */
+  const char *chroot;     /* (points into hosts) */
+  char *chroot_note;      /* "(the chroot /x ... must exist)" */
+  int chroot_ok, chroot_out;
   char *auth_scheme, *auth_cred; int auth_len;
   unsigned long n_sessions, n_lost;
   unsigned long n_attempts; /* lock attempts made: their serials */
@@ -123,6 +129,9 @@ void zkl_notify_free(zkl_client *c); /* the unref: events, socket, list */
 /* ---- liveness.c (mu held) ----------------------------------------------- */
 /* 1 while the session is usable for requests; else sets err. */
 int zkl_client_usable(zkl_client *c, zkl_error *err);
+/* 0 while the session has yet to find its chroot: nothing may be sent
+ * whose answer "no node" would pass for an outcome (ops wait for it). */
+int zkl_client_checked(const zkl_client *c);
 /* The server answered a request sent at `sent` (rc: its answer): it heard
  * us then. */
 void zkl_client_heard(zkl_client *c, double sent, int rc);

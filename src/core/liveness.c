@@ -17,12 +17,20 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
   case ZKL_CLOSED:
     zkl_seterr(err, ZKL_ECLOSED, "client is closed");
     return 0;
+  case ZKL_NO_CHROOT:
+    zkl_seterr(err, ZKL_ENO_NODE, "the chroot %s of the connect string does "
+               "not exist: create it, or connect without it", c->chroot);
+    return 0;
   }
   if (c->closing || !c->zh) {
     zkl_seterr(err, ZKL_ECLOSED, "client is closed");
     return 0;
   }
   return 1;
+}
+
+int zkl_client_checked(const zkl_client *c) {
+  return !c->chroot || c->chroot_ok;
 }
 
 void zkl_client_heard(zkl_client *c, double sent, int rc) {

@@ -37,6 +37,12 @@ void zkl_op_goto(zkl_op *op, int stage) {
     op->t.cls->finish(&op->t, ZINVALIDSTATE, NULL);
     return;
   }
+  if (!zkl_client_checked(op->t.c)) {
+    /* a session yet to find its chroot: "no node" would pass for an
+     * outcome (a barrier gone, no holders); sent once it is found */
+    op->t.redo = 1;
+    return;
+  }
   ZKL_OP_CLASS(op)->step(op);
 }
 

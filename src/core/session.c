@@ -26,6 +26,78 @@ static void session_notice(zkl_client *c, const char *state) {
   if (c->want_state) zkl_event_push(c, ZKL_EV_STATE, state, 0);
 }
 
+/* Connected (again): tell Lua and every task. */
+static void session_connected(zkl_client *c) {
+  zkl_task *t, *next;
+  session_notice(c, !c->connected_once ? "connected"
+                    : c->renewed ? "renewed" : "reconnected");
+  c->connected_once = 1;
+  c->renewed = 0;
+  c->lost_noticed = 0;
+  c->state = ZKL_CONNECTED;
+  SESSION_EACH(c, t, next)
+    if (t->cls->on_connected) t->cls->on_connected(t);
+}
+
+/* ---- the chroot --------------------------------------------------------- */
+
+/* The chroot must exist, or every lock would fail late and, worse, a
+ * barrier wait would pass and a listing of holders come back empty: each
+ * session looks for it (an exists of "/", which the C client turns into
+ * the chroot) at its first connection, and counts as connected once it
+ * was found.  Not again on a reconnect of the same session: that changes
+ * nothing on the server (docs/api.md, zklock.connect). */
+static int session_chroot_found(zkl_client *c, zhandle_t *zh);
+
+static void session_chroot_cb(int rc, const struct Stat *st,
+                              const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c;
+  zkl_task *t, *next;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  if ((unsigned long)r->epoch == c->n_sessions && c->chroot_out) {
+    c->chroot_out = 0;
+    zkl_client_heard(c, r->sent, rc);
+    if (c->state != ZKL_CONNECTING || c->closing || zkl_is_gone(rc)) {
+      /* expiring, expired or closing: the session's events decide */
+    } else if (zkl_is_cut(rc)) {
+      /* ask again once connected (now, if that was quicker than us) */
+      if (c->zh && zoo_state(c->zh) == ZOO_CONNECTED_STATE &&
+          session_chroot_found(c, c->zh))
+        session_connected(c);
+    } else if (rc == ZNONODE) {
+      c->state = ZKL_NO_CHROOT; /* for good: every task ends with no_node */
+      SESSION_EACH(c, t, next)
+        if (t->cls->on_expired) t->cls->on_expired(t);
+    } else {
+      c->chroot_ok = 1; /* (any other answer is not ours to judge: the
+                         * requests will meet it) */
+      session_connected(c);
+    }
+    c->ready_all = 1;
+    zkl_client_changed(c);
+  }
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* 1 when the session may count as connected: no chroot, or found.  Else
+ * the look for it is out (sent now if need be), and its answer decides. */
+static int session_chroot_found(zkl_client *c, zhandle_t *zh) {
+  zkl_req *r;
+  if (zkl_client_checked(c)) return 1;
+  if (c->chroot_out) return 0;
+  r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
+  if (!r) return 0; /* (out of memory: the next connection tries again) */
+  if (zoo_aexists(zh, "/", 0, session_chroot_cb, r) != ZOK) {
+    zkl_req_done(r);
+    return 0;
+  }
+  c->chroot_out = 1;
+  return 0;
+}
+
 static void session_event(zkl_client *c, zhandle_t *zh, int state) {
   zkl_task *t, *next;
   c->ready_all = 1; /* every waiter sees the session's news */
@@ -35,16 +107,8 @@ static void session_event(zkl_client *c, zhandle_t *zh, int state) {
     c->session_id = id ? id->client_id : 0;
     c->timeout_ms = zoo_recv_timeout(zh);
     c->probe_at = 0;
-    if (c->state == ZKL_CONNECTING) {
-      session_notice(c, !c->connected_once ? "connected"
-                        : c->renewed ? "renewed" : "reconnected");
-      c->connected_once = 1;
-      c->renewed = 0;
-      c->lost_noticed = 0;
-      c->state = ZKL_CONNECTED;
-      SESSION_EACH(c, t, next)
-        if (t->cls->on_connected) t->cls->on_connected(t);
-    }
+    if (c->state == ZKL_CONNECTING && session_chroot_found(c, zh))
+      session_connected(c);
   } else if (state == ZOO_CONNECTING_STATE ||
              state == ZOO_ASSOCIATING_STATE) {
     if (c->state == ZKL_CONNECTED) {
@@ -54,7 +118,7 @@ static void session_event(zkl_client *c, zhandle_t *zh, int state) {
     }
   } else if (state == ZOO_EXPIRED_SESSION_STATE ||
              state == ZOO_AUTH_FAILED_STATE) {
-    if (c->state != ZKL_CLOSED)
+    if (c->state != ZKL_CLOSED && c->state != ZKL_NO_CHROOT)
       c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
                                                     : ZKL_AUTH_FAILED;
     if (!c->lost_noticed) session_notice(c, "lost");
@@ -124,6 +188,7 @@ static void session_drain(zkl_client *c) {
     zkl_req_done(r);
   }
   c->probe_out = 0;
+  c->chroot_out = 0;
 }
 
 /* ---- the timer thread --------------------------------------------------- */
@@ -180,6 +245,7 @@ static int session_renew(zkl_client *c) {
   c->state = ZKL_CONNECTING;
   c->session_id = 0;
   c->n_sessions++;
+  c->chroot_ok = 0; /* (looked for again: the session is another) */
   c->renewed = 1; /* its first connection is "renewed" */
   if (c->auth_scheme)
     zoo_add_auth(c->zh, c->auth_scheme, c->auth_cred, c->auth_len, NULL,
@@ -244,12 +310,25 @@ static void *session_timer(void *arg) {
 
 /* ---- the client's life (Lua thread) ------------------------------------- */
 
+/* What a lock or write that found no parent of its node says (task.c). */
+static char *session_chroot_note(const char *chroot) {
+  static const char fmt[] = "(the chroot %s of the connect string must "
+                            "exist)";
+  size_t n = sizeof fmt + strlen(chroot);
+  char *s = malloc(n);
+  if (s) snprintf(s, n, fmt, chroot);
+  return s;
+}
+
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, int max_data,
                            zkl_error *err) {
   zkl_client *c = calloc(1, sizeof *c);
   pthread_condattr_t ca;
-  if (!c || !(c->hosts = strdup(hosts))) {
+  if (!c || !(c->hosts = strdup(hosts)) ||
+      ((c->chroot = zkl_hosts_chroot(c->hosts)) &&
+       !(c->chroot_note = session_chroot_note(c->chroot)))) {
+    if (c) free(c->hosts);
     free(c);
     zkl_acl_free(acl);
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
@@ -288,6 +367,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
     pthread_mutex_destroy(&c->mu);
     zkl_acl_free(&c->acl);
     free(c->hosts);
+    free(c->chroot_note);
     free(c);
     return NULL;
   }
@@ -388,7 +468,8 @@ void zkl_client_unref(zkl_client *c) {
   if (!last) return;
   zkl_client_close(c);
   zkl_notify_free(c);
-  free(c->hosts); free(c->auth_scheme); free(c->auth_cred);
+  free(c->hosts); free(c->chroot_note);
+  free(c->auth_scheme); free(c->auth_cred);
   zkl_acl_free(&c->acl);
   pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);
@@ -424,6 +505,14 @@ int64_t zkl_client_session_id(zkl_client *c) {
   id = c->session_id;
   pthread_mutex_unlock(&c->mu);
   return id;
+}
+
+int zkl_client_failure(zkl_client *c, zkl_error *err) {
+  int failed;
+  pthread_mutex_lock(&c->mu);
+  failed = !zkl_client_usable(c, err);
+  pthread_mutex_unlock(&c->mu);
+  return failed;
 }
 
 int zkl_client_timeout_ms(zkl_client *c) {

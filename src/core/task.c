@@ -183,8 +183,12 @@ unsigned long zkl_task_set_wake(zkl_task *t, unsigned id) {
 
 /* ---- parents, as containers (docs/design.md, section 4.2) ---------- */
 
-static const char TASK_CHROOT[] = "(the chroot of the connect string must "
-                                  "exist)";
+/* NoNode while making parents: the chroot is missing (it was there when
+ * the session began, or the session would not have connected). */
+static const char *task_chroot(const zkl_task *t) {
+  return t->c->chroot_note ? t->c->chroot_note
+                           : "(the chroot of the connect string must exist)";
+}
 
 static void task_parent_cb(int rc, const char *value, const void *data) {
   zkl_req *r;
@@ -195,8 +199,8 @@ static void task_parent_cb(int rc, const char *value, const void *data) {
       t->parents_rc = rc;
     if (--t->parents_left == 0) {
       if (t->parents_rc == ZOK) t->cls->parents_made(t);
-      else if (t->parents_rc == ZNONODE) t->cls->finish(t, ZNONODE,
-                                                        TASK_CHROOT);
+      else if (t->parents_rc == ZNONODE)
+        t->cls->finish(t, ZNONODE, task_chroot(t));
       else zkl_task_trouble(t, t->parents_rc, t->path);
     }
   }
@@ -226,5 +230,5 @@ void zkl_task_parents(zkl_task *t, const char *target, int self_too) {
   }
   free(p);
   if (t->parents_left == 0 && !failed) /* a node under the root */
-    t->cls->finish(t, ZNONODE, TASK_CHROOT);
+    t->cls->finish(t, ZNONODE, task_chroot(t));
 }

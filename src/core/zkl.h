@@ -11,6 +11,7 @@
 #ifndef ZKLOCK_ZKL_H
 #define ZKLOCK_ZKL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <zookeeper/zookeeper.h>
@@ -88,6 +89,25 @@ char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 #define ZKL_PATH_MAX 4096
 #define ZKL_DATA_DEFAULT (1024 * 1024 - 8192)
 
+/* ---- paths.c: what ZooKeeper accepts (pure functions) ------------------ */
+/* Why the path p (len bytes) is refused, or NULL when ZooKeeper takes it:
+ * absolute, not the root, at most max bytes (0: ZKL_PATH_MAX; less for a
+ * recipe's directory, whose nodes' paths are longer), no trailing '/', no
+ * empty, "." or ".." component, no NUL, valid UTF-8 without a control
+ * character (U+0001-U+001F, U+007F-U+009F) or another character the
+ * server refuses (U+D800-U+F8FF, U+FFF0-U+FFFF, beyond U+FFFF).  The
+ * reason is a literal or written into buf (size bytes). */
+const char *zkl_path_problem(const char *p, size_t len, size_t max,
+                             char *buf, size_t size);
+/* Why the connect string h (len bytes) is refused, or NULL:
+ * "host:port[,host:port...][/chroot]", no NUL, no empty host, a port from
+ * 1 to 65535, a chroot that is a path as above (or "/": none). */
+const char *zkl_hosts_problem(const char *h, size_t len, char *buf,
+                              size_t size);
+/* The chroot of a connect string (from its first '/'), or NULL: none, or
+ * just "/". */
+const char *zkl_hosts_chroot(const char *hosts);
+
 /* ---- names.c: lock node names (pure functions) ------------------------- */
 typedef struct zkl_entry {
   const char *name; /* child name, borrowed */
@@ -150,8 +170,10 @@ void zkl_acl_free(struct ACL_vector *v);
 int zkl_acl_perms(const char *s);
 
 /* ---- session.c: the client ---------------------------------------------- */
+/* ZKL_NO_CHROOT: the session found no node at its connect string's chroot
+ * (it stays so; every request fails with NO_NODE naming the chroot). */
 enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
-       ZKL_CLOSED };
+       ZKL_CLOSED, ZKL_NO_CHROOT };
 
 /* acl: taken over by the client (freed with it, and on failure). */
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
@@ -168,6 +190,9 @@ int zkl_client_max_data(const zkl_client *c);
 /* ZKL_CONNECTING...; *gen (if given): the change counter at that moment */
 int zkl_client_state(zkl_client *c, unsigned long *gen);
 int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */
+/* Why the client takes no requests (expired, auth failed, no chroot,
+ * closed): 1 with err; 0 while it does. */
+int zkl_client_failure(zkl_client *c, zkl_error *err);
 int zkl_client_timeout_ms(zkl_client *c);     /* negotiated */
 
 typedef struct zkl_stats {

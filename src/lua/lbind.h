@@ -20,10 +20,12 @@ zkl_client *zkl_checkclient(lua_State *L, int idx); /* open, same process */
 /* A client's objects may not be used in a forked child: the error. */
 void zkl_checkfork(lua_State *L, zkl_client *c, const char *what);
 int zkl_pusherr(lua_State *L, const zkl_error *e); /* nil, msg, code */
-/* A ZooKeeper path at idx ("/a/b": absolute, no empty, "." or ".."
- * component, no trailing slash, no NUL, no control character, at most
+/* A ZooKeeper path at idx (what zkl_path_problem accepts, at most
  * ZKL_PATH_MAX bytes), or the standard argument error. */
 const char *zkl_checkpath(lua_State *L, int idx);
+/* A connect string at idx (what zkl_hosts_problem accepts), or the
+ * standard argument error. */
+const char *zkl_checkhosts(lua_State *L, int idx);
 /* Data at idx no longer than the client's max_data, or an argument error;
  * opt: nil/none gives def. */
 const char *zkl_checkdata(lua_State *L, int idx, const zkl_client *c,
@@ -41,6 +43,7 @@ void zkl_open_client(lua_State *L); /* add to the module table on top */
 void zkl_open_op(lua_State *L);
 void zkl_open_lock(lua_State *L);
 void zkl_open_names(lua_State *L);
+void zkl_open_check(lua_State *L); /* path_problem, hosts_problem */
 void zkl_open_proc(lua_State *L); /* child processes, signals: bin/zklock */
 
 #pragma GCC visibility pop

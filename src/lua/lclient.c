@@ -6,7 +6,7 @@
 #include "lbind.h"
 
 static const char *const lclient_states[] = {
-  "connecting", "connected", "expired", "auth_failed", "closed"
+  "connecting", "connected", "expired", "auth_failed", "closed", "no_chroot"
 };
 
 static zkl_client_box *lclient_box(lua_State *L, int idx) {
@@ -51,7 +51,7 @@ static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
  *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
  * Does not wait: zklock.connect waits for the first connection. */
 static int lclient_new(lua_State *L) {
-  const char *hosts = luaL_checkstring(L, 1);
+  const char *hosts = zkl_checkhosts(L, 1);
   lua_settop(L, 5); /* (the box pushed below is then index 6, not 3) */
   int timeout_ms = zkl_checkrange(L, 2, 1, 0x7fffffff, "timeout_ms");
   int renew = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
@@ -130,6 +130,23 @@ static int lclient_wait(lua_State *L) {
   luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
+}
+
+/* client:_failure() -> nil | msg, code: why the client takes no requests
+ * (expired, auth failed, no chroot, closed) */
+static int lclient_failure(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_error err;
+  if (!b->c) {
+    lua_pushstring(L, "client is closed");
+    lua_pushstring(L, zkl_code_name(ZKL_ECLOSED));
+    return 2;
+  }
+  zkl_checkfork(L, b->c, NULL);
+  if (!zkl_client_failure(b->c, &err)) { lua_pushnil(L); return 1; }
+  lua_pushstring(L, err.msg);
+  lua_pushstring(L, zkl_code_name(err.code));
+  return 2;
 }
 
 static int lclient_session_id(lua_State *L) {
@@ -284,6 +301,7 @@ void zkl_open_client(lua_State *L) {
     { "session_id", lclient_session_id },
     { "session_timeout", lclient_timeout },
     { "_poll", lclient_poll },
+    { "_failure", lclient_failure },
     { "_wait", lclient_wait },
     { "_stats", lclient_stats },
     { "_add_auth", lclient_add_auth },

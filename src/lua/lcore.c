@@ -106,6 +106,7 @@ int luaopen_zklock_core(lua_State *L) {
   zkl_open_op(L);
   zkl_open_lock(L);
   zkl_open_names(L);
+  zkl_open_check(L);
   zkl_open_proc(L);
   lua_newtable(L); /* errors: code -> code */
   for (i = 1; i < ZKL_NCODES; i++) {
