@@ -239,6 +239,21 @@ describe("zklock under OpenResty (real nginx)", function()
     end)
   end
 
+  it("a semaphore mutex of the worker, forgotten while held by a " ..
+     "request, is given back, and so is a mutex beside it: the sweep " ..
+     "goes on (issue 22, item 15)", function()
+    local a = start { workers = 1, extra = EXTRA }
+    assert.equal(200, (a:get("/smutex_forget")))
+    assert.equal(200, (a:get("/hold_forget")))
+    local sm = zk:semaphore_mutex("/spec/smutex")
+    assert.equal(sm, sm:acquire(10))
+    assert(sm:release())
+    local m = zk:mutex(LOCK)
+    assert.equal(m, m:acquire(10))
+    m:release()
+    assert.is_nil(a:log():find("attempt to index", 1, true), a:log())
+  end)
+
   it("a later request on the same Lua thread is another owner: it does " ..
      "not inherit a hold its predecessor forgot", function()
     -- (nginx reuses a finished request's Lua thread for the next one)
