@@ -40,6 +40,18 @@ function H.nap(s)
                         -- already for pids to wrap around)
 end
 
+--- A spec of a known zklock bug (docs/testing.md): pending with its
+-- reason (busted's `it` and `pending` passed in: its globals reach spec
+-- files only); run, and failing until fixed, with
+-- ZKLOCK_SPEC_KNOWN_BUGS=1.
+function H.known_bug(it, pending, reason, name, fn)
+  if os.getenv("ZKLOCK_SPEC_KNOWN_BUGS") == "1" then
+    it(name .. " (known bug: " .. reason .. ")", fn)
+  else
+    pending(reason .. ": " .. name)
+  end
+end
+
 --- Poll fn until it returns a truthy value; error after timeout seconds.
 function H.wait_until(fn, timeout, what)
   local deadline = core.now() + (timeout or 10)

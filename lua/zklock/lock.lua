@@ -269,7 +269,7 @@ local function read_held(client, timeout, path)
 end
 
 -- ---------------------------------------------------------------------------
--- holds: one record per hold (docs/design.md, section 5.1)
+-- holds: one record per hold (docs/design.md, section 4.14)
 --
 -- A hold record lives from the acquire that takes it until its owner
 -- lets go of it, and every way a hold ends is read from it:

@@ -24,26 +24,26 @@ local C = {}
 C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
   "kill_leader" }
 
--- The compositions issue 22 names, each a switch a profile's `avoid` can
--- turn off: a downgrade whose write hold ends other than by release, by
--- max_hold or by the chaos actor's deletion (item 1); a semaphore mutex
--- shared by coroutines, whose holds end by max_hold, deletion or a fault
--- (item 2); waits
--- abandoned in a semaphore, semaphore mutex or multilock acquire (item
--- 3); lock caching (linger) with a contender (item 4); long paths with
--- data at max_data (item 5: a guarded release too big for the server).
-C.KNOWN = { "downgrade", "smutex_shared", "abandon_lease",
+-- The compositions issue 22 named, each a switch a profile's `avoid` can
+-- turn off (every profile has them all on since issue 22 fixed them): a
+-- downgrade whose write hold ends other than by release, by max_hold or
+-- by the chaos actor's deletion (item 1); a semaphore mutex shared by
+-- coroutines, whose holds end by max_hold, deletion or a fault (item 2);
+-- waits abandoned in a semaphore, semaphore mutex or multilock acquire
+-- (item 3); lock caching (linger) with a contender (item 4); long paths
+-- with data at max_data (item 5: a guarded release too big for the
+-- server, refused).
+C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
   "linger", "big" }
--- Until issue 22 fixes them, the profiles of make test, make chaos and
--- make soak leave them out (ONLY=all puts them back).
-local KNOWN_OFF = {}
-for _, k in ipairs(C.KNOWN) do KNOWN_OFF[k] = true end
+-- The seeds that found them on the code before issue 22 (docs/testing.md,
+-- "What the chaos run found"): make chaos-found replays each, focused.
+C.FOUND = { { "downgrade", 2 }, { "smutex_shared", 1 },
+  { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 } }
 
 C.PROFILES = {
   -- every recipe broken on purpose (worker.lua's plan.broken): chaos_spec
   -- requires each checker to find its own
   broken = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
-    avoid = KNOWN_OFF,
     broken = { mutex = true, smutex = true, sem = true, rw = true,
       latch = true, barrier = true, dbarrier = true, leak = true,
       fifo = true },
@@ -54,28 +54,29 @@ C.PROFILES = {
   -- make test: one standalone server, 20 s of load, a fault every ~3 s
   short = { workers = 4, seconds = 20, st = 2, fault_every = 3,
     chaos_every = 1.5, faults = { "kill", "stop", "cut", "expire", "pause",
-      "restart" }, avoid = KNOWN_OFF },
+      "restart" } },
   -- no faults, no chaos actor: the recipes and options alone, issue 22's
   -- compositions included (ONLY= and FOCUS= pick one)
   quick = { workers = 4, seconds = 10, st = 2, chaos_every = 0 },
   -- make soak: a 3-member ensemble, 30 minutes, every fault kind
   soak = { workers = 6, seconds = 1800, st = 2, fault_every = 4,
-    chaos_every = 2, ensemble = true, faults = C.FAULTS, avoid = KNOWN_OFF },
+    chaos_every = 2, ensemble = true, faults = C.FAULTS },
   -- make chaos: the same for 3 minutes
   chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,
-    chaos_every = 1.5, ensemble = true, faults = C.FAULTS,
-    avoid = KNOWN_OFF },
+    chaos_every = 1.5, ensemble = true, faults = C.FAULTS },
 }
 
---- A profile like `name`'s, with only the known composition `only` left
--- in (nil or "none": none of them; "all": every one); with `focus`, its
--- ops drawn more often.
+--- A profile like `name`'s, with only the composition `only` left in
+-- (nil or "all": every one; "none": none of them); with `focus`, its ops
+-- drawn more often.
 function C.only(name, only, focus)
   local p = {}
   for k, v in pairs(C.PROFILES[name]) do p[k] = v end
   p.name = name .. (only and "/" .. only or "") .. (focus and "+focus" or "")
   p.avoid = {}
-  for _, k in ipairs(C.KNOWN) do p.avoid[k] = only ~= "all" and k ~= only end
+  for _, k in ipairs(C.COMPOSITIONS) do
+    p.avoid[k] = only ~= nil and only ~= "all" and k ~= only
+  end
   p.focus = focus and only or nil
   return p
 end
@@ -368,8 +369,8 @@ end
 
 if not pcall(debug.getlocal, 4, 1) then -- run as a script
   -- arguments in any order: a profile name, a seed (a number),
-  -- "only=COMPOSITION" (one of C.KNOWN, "none" or "all": which of issue
-  -- 22's compositions to keep), "focus=COMPOSITION" (only that one, drawn
+  -- "only=COMPOSITION" (one of C.COMPOSITIONS, "none" or "all": which of
+  -- issue 22's compositions to keep), "focus=COMPOSITION" (only that one, drawn
   -- more often)
   local name, seed, only, focus = "chaos", nil, nil, nil
   for _, a in ipairs(arg) do
@@ -377,6 +378,16 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
     elseif a:match("^only=") then only = a:match("^only=(.*)$")
     elseif a:match("^focus=") then only = a:match("^focus=(.*)$"); focus = true
     else name = a end
+  end
+  if name == "found" then -- make chaos-found: issue 22's seeds, focused
+    local ok = true
+    for _, f in ipairs(C.FOUND) do
+      local s = C.run(C.only("quick", f[1], true), f[2])
+      print(s.line)
+      ok = ok and s.ok
+    end
+    print(ok and "chaos: PASS" or "chaos: FAIL")
+    os.exit(ok and 0 or 1)
   end
   assert(C.PROFILES[name], "no profile " .. name)
   local s = C.run(only and C.only(name, only, focus) or name, seed)
