@@ -78,11 +78,11 @@ describe("leader election", function()
   -- fn(), with callbacks run only by zk:dispatch() (runtime.hooks
   -- .dispatcher, zklock.ngx's switch: the waits then run none).
   local function deferred(fn)
-    local hooks = require("zklock.runtime").hooks
-    local saved = hooks.dispatcher
-    hooks.dispatcher = true
+    local R = require("zklock.runtime")
+    local saved = R.hooks.dispatcher
+    R.register("dispatcher", true)
     local ok, err = pcall(fn)
-    hooks.dispatcher = saved
+    R.register("dispatcher", saved)
     assert(ok, err)
   end
 

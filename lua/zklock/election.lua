@@ -160,9 +160,9 @@ end
 
 -- Does client have latches or selectors that must hear of a renewed
 -- session (zk:on_state(nil) keeps the notices on then)?
-R.elections = function(client)
+R.register("elections", function(client)
   return next(started[client] or {}) ~= nil
-end
+end)
 
 -- The latch part of dispatch: "held" and "lost" of our attempts (attempt:
 -- the serial the event carries); a renewed session joins every latch
@@ -172,7 +172,7 @@ end
 -- "lost" end the hold of a newer attempt (under zklock.ngx, callbacks run
 -- later, in a timer, after a wait may have joined again).  The one thing
 -- such a "lost" still says: leadership told with on_change(true) ended.
-R.latch_events = function(client, kind, arg, attempt)
+R.register("events", function(client, kind, arg, attempt)
   if kind == "state" then
     if arg ~= "renewed" and arg ~= "reconnected" then return 0 end
     for f in pairs(started[client] or {}) do
@@ -196,7 +196,7 @@ R.latch_events = function(client, kind, arg, attempt)
   local n = tell(f, false)
   join(f) -- (a session gone: joins once renewed)
   return n
-end
+end)
 
 --- Join the election.  Raises when started already or closed.
 -- @return the latch, or nil, msg, code when the session refuses

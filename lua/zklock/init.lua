@@ -151,7 +151,7 @@ function client_methods:on_state(fn)
   if fn == nil then
     R.state_listeners[self] = nil
     -- (leader latches and selectors still hear of a renewed session)
-    self:_want_state(R.elections and R.elections(self) or false)
+    self:_want_state(R.hooks.elections and R.hooks.elections(self) or false)
     return self
   end
   if not list then
@@ -333,7 +333,7 @@ function M.set_logger(fn)
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "set_logger", "function expected, got " .. type(fn))
   end
-  R.set_logger(fn or R.default_logger)
+  R.set_logger(fn or R.hooks.default_logger)
 end
 
 --- How much the ZooKeeper C client logs: "none" (the default, unless the
@@ -368,7 +368,7 @@ M.Lock = L.Lock
 -- init_worker_by_lua*); `require "zklock.ngx"` stays valid (docs/openresty.md).
 if type(ngx) == "table" and type(ngx.config) == "table" and
     ngx.config.ngx_lua_version and type(ngx.timer) == "table" and
-    not R.ngx_loading then
+    not R.hooks.ngx_loading then
   package.loaded["zklock"] = M -- (zklock.ngx requires us back)
   M.connect = require("zklock.ngx").connect
 end

@@ -35,7 +35,7 @@
 -- another light thread) has its queued node deleted.
 -- @module zklock.ngx
 local R = require "zklock.runtime"
-R.ngx_loading = true -- (zklock, loaded next, must not load us back)
+R.register("ngx_loading", true) -- (zklock, loaded next, must not load us back)
 local zklock = require "zklock"
 local core = require "zklock.core"
 R.internal_file() -- (bad arguments point past this file, at the caller)
@@ -415,7 +415,7 @@ function M.connect(hosts, opts)
 end
 
 -- every hold an owner takes is watched for its request's end
-R.hooks.held = function(lock, tok)
+R.register("held", function(lock, tok)
   local client = R.client_of(lock)
   local w = client and workers[client]
   if not w or (type(tok) ~= "thread" and type(tok) ~= "table") then return end
@@ -425,18 +425,18 @@ R.hooks.held = function(lock, tok)
     w.held[tok] = locks
   end
   locks[lock] = true
-end
-R.hooks.owner = owner
+end)
+R.register("owner", owner)
 
 -- Logging goes to nginx's error log (at the matching level) unless the
 -- application set a logger of its own.
 local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO,
   debug = ngx.DEBUG }
-R.default_logger = function(level, msg)
+R.register("default_logger", function(level, msg)
   ngx_log(NGX_LEVEL[level] or ERR, "zklock: ", msg)
-end
-if not R.current_logger() then R.set_logger(R.default_logger) end
-R.hooks.dispatcher = true
+end)
+if not R.current_logger() then R.set_logger(R.hooks.default_logger) end
+R.register("dispatcher", true)
 zklock.set_waiter(wait)
 zklock.connect = M.connect -- (whichever module was required first)
 

@@ -25,13 +25,32 @@ R.MAIN, R.WEAK_KEYS, R.WEAK_VALUES = MAIN, WEAK_KEYS, WEAK_VALUES
 -- so yields to a scheduler) must not lend its owner to other coroutines.
 local acting = setmetatable({}, WEAK_KEYS)
 
--- Integration points for zklock.ngx: `owner(co)`, the owner key of
--- coroutine co (nginx reuses a request's Lua thread for later requests, so
--- there the key is per request); `held(lock, owner)` after an owner takes
--- a hold; `dispatcher`: callbacks are run by someone else (a timer), not
--- inside waits.
+-- Plug points: what other zklock modules hand the runtime.  They
+-- register (R.register), and write nothing else into it.
+--   owner(co)        zklock.ngx: the owner key of coroutine co (nginx
+--                    reuses a request's Lua thread for later requests, so
+--                    there the key is per request)
+--   held(lock, owner) zklock.ngx: after an owner takes a hold
+--   dispatcher       zklock.ngx: callbacks run in its timer, not in waits
+--   default_logger   zklock.ngx: the logger when the application sets none
+--   ngx_loading      zklock.ngx is loading (zklock must not load it back)
+--   events(client, kind, arg, attempt)  zklock.election: its part of
+--                    dispatch -> how many callbacks ran; attempt: the
+--                    serial of the lock attempt the event is about
+--   elections(client) zklock.election: whether the client has latches
+local PLUGS = { owner = true, held = true, dispatcher = true,
+  default_logger = true, ngx_loading = true, events = true,
+  elections = true }
 local hooks = {}
-R.hooks = hooks
+R.hooks = hooks -- (read them here; set them with R.register)
+
+--- Register `value` at plug point `name` (nil takes it away).
+function R.register(name, value)
+  if not PLUGS[name] then
+    error("zklock.runtime: no plug point " .. tostring(name), 2)
+  end
+  hooks[name] = value
+end
 
 -- The owner key of the calling coroutine.
 local function me()
@@ -233,11 +252,6 @@ local function notify_state(client, new)
   return n
 end
 
--- The leader latches' part of dispatch (zklock.election sets it):
--- fn(client, kind, arg, attempt) -> how many callbacks ran; attempt: the
--- serial of the lock attempt the event is about (nil for a state notice).
-R.latch_events = nil
-
 -- client -> the events of the dispatch running now, { i = next, n = count }
 -- (a callback that waits dispatches again: it carries on down the same
 -- queue, so events run in the order they came, newer ones last)
@@ -268,9 +282,7 @@ end
 local function run_event(client, reg, ev)
   local n = 0
   if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
-  if R.latch_events then
-    n = n + R.latch_events(client, ev[1], ev[2], ev[3])
-  end
+  if hooks.events then n = n + hooks.events(client, ev[1], ev[2], ev[3]) end
   local r = reg and ev[3] and reg[ev[3]] -- (by the attempt's serial)
   local f = r and unbox(r.lock)
   local fn = f and (ev[1] == "revoke" and f.revoke_fn
