@@ -46,9 +46,9 @@ local function step_until(zk, co, cond, what)
 end
 
 describe("one model of a hold (issue 22)", function()
-  local zk, zk2
-  local setup, teardown = H.fixture(function(_, a, b)
-    zk, zk2 = a, b
+  local srv, zk, zk2
+  local setup, teardown = H.fixture(function(s, a, b)
+    srv, zk, zk2 = s, a, b
   end)
   lazy_setup(setup)
   lazy_teardown(teardown)
@@ -233,7 +233,9 @@ describe("one model of a hold (issue 22)", function()
   it_yields("linger: a contender queued during the first hold goes first",
       function()
     local path = H.path("lg-first")
-    local m = zk:mutex(path, { linger = 30 })
+    local own = H.connect(srv) -- (closed at the end: its lingering node
+    finally(function() own:close() end) -- goes with its session)
+    local m = own:mutex(path, { linger = 30 })
     assert(m:acquire(5))
     local order = {}
     local other = zk2:mutex(path)
@@ -242,39 +244,45 @@ describe("one model of a hold (issue 22)", function()
       order[#order + 1] = "contender"
       other:release()
     end)
-    step_until(zk2, co, function() return #H.lock_nodes(zk, path) == 2 end,
+    step_until(zk2, co, function() return #H.lock_nodes(own, path) == 2 end,
       "the contender to queue")
-    -- zk's own listing saw it, so the watch zk set with the hold has
-    -- fired before (or the hold's listing saw it); one round trip more
-    -- and the listing that watch sent has been answered too
-    zk:get(path)
+    -- own's listing saw it, so the watch it set with the hold has fired
+    -- before (or the hold's listing saw it); one round trip more and the
+    -- listing that watch sent has been answered too
+    own:get(path)
     assert(m:release())
     local mine = coroutine.create(function()
       assert(m:acquire(20))
       order[#order + 1] = "again"
       m:release()
     end)
-    H.run(zk, {
+    H.run(own, {
       function() while coroutine.status(co) ~= "dead" do
         assert(coroutine.resume(co)); coroutine.yield() end end,
       function() while coroutine.status(mine) ~= "dead" do
         assert(coroutine.resume(mine)); coroutine.yield() end end,
     }, 30)
     assert.same({ "contender", "again" }, order)
-    H.wait_until(function() return #H.lock_nodes(zk, path) <= 1 end, 40,
+    own:close()
+    H.wait_until(function() return #H.lock_nodes(zk, path) == 0 end, 10,
       "nodes to go")
   end)
 
   it("linger: a release right after the hold began is reused once the " ..
      "first listing answers (no new node)", function()
     local path = H.path("lg-quick")
-    local m = zk:mutex(path, { linger = 30 })
+    local own = H.connect(srv)
+    finally(function() own:close() end)
+    local m = own:mutex(path, { linger = 30 })
     assert(m:acquire(5))
     local node = m:node()
     assert(m:release())
     assert(m:acquire(5))
     assert.equal(node, m:node())
     assert(m:release())
+    own:close()
+    H.wait_until(function() return #H.lock_nodes(zk, path) == 0 end, 10,
+      "the lingering node to go with its session")
   end)
 
   -- item 5 ------------------------------------------------------------------
