@@ -4,6 +4,28 @@
 local H = require "spec.helpers"
 local core = H.core
 
+-- The descriptors a child of core.spawn starts with, ascending: the child
+-- (a shell) has ls list its own /proc/PID/fd, so the descriptor ls reads
+-- the directory with is not among them (and `exec >file` saves no copy of
+-- stdout, as a redirection of one command does: dash keeps it at 10).
+local function child_fds(keep)
+  local out = H.tmpname("fds")
+  local pid = assert(core.spawn({ "sh", "-c",
+    'exec >"$0"; ls /proc/$$/fd; exit 0', out }, keep))
+  local kind, st
+  H.wait_until(function()
+    kind, st = core.wait(pid, true)
+    return kind ~= "running"
+  end, 10, "the child to exit")
+  assert.same({ "exited", 0 }, { kind, st })
+  local fds = {}
+  for fd in (H.read(out) or ""):gmatch("%d+") do fds[#fds + 1] = tonumber(fd) end
+  os.remove(out)
+  table.sort(fds)
+  return fds
+end
+
+
 describe("zklock.core process functions (the tool's)", function()
   it("spawn, wait, kill", function()
     local pid = assert(core.spawn({ "sh", "-c", "exit 7" }, core.open_fds()))
@@ -23,6 +45,60 @@ describe("zklock.core process functions (the tool's)", function()
     assert.matches("No such file", msg)
     assert.equal(15, core.signum("TERM"))
     assert.is_nil(core.signum("NOPE"))
+  end)
+
+  -- issue 22, item 13: without `keep`, libzookeeper's socket and pipes
+  -- (no close-on-exec) went to the child
+  describe("the descriptors a child gets", function()
+    local srv, zk
+    lazy_setup(function()
+      srv = H.testing.server()
+      zk = H.connect(srv)
+    end)
+    lazy_teardown(function()
+      if zk then zk:close() end
+      if srv then srv:close() end
+    end)
+
+    it("without keep: 0, 1 and 2 only, not a ZooKeeper client's socket " ..
+        "and pipes", function()
+      assert.equal("connected", zk:state())
+      assert.is_true(#core.open_fds() > 3) -- (this process has more)
+      assert.same({ 0, 1, 2 }, child_fds())
+      assert.same({ 0, 1, 2 }, child_fds({}))
+    end)
+
+    it("with keep: the ones kept as well, at their numbers", function()
+      local before = {}
+      for _, fd in ipairs(core.open_fds()) do before[fd] = true end
+      local file = H.tmpname("kept")
+      local fh = assert(io.open(file, "w")) -- (no close-on-exec)
+      local kept
+      for _, fd in ipairs(core.open_fds()) do
+        if not before[fd] then kept = fd end
+      end
+      assert.is_number(kept)
+      assert.same({ 0, 1, 2, kept }, child_fds({ kept }))
+      -- a kept number that is not open, and one listed twice
+      assert.same({ 0, 1, 2, kept }, child_fds({ kept, 1000, kept }))
+      assert.same({ 0, 1, 2 }, child_fds({ 1000 }))
+      fh:close()
+      os.remove(file)
+    end)
+
+    it("closes in the child what another thread opens meanwhile (as a " ..
+        "reconnect does)", function()
+      -- a thread opens and closes a socket without close-on-exec, over and
+      -- over: no child may find it open, whichever moment it is made at
+      local churn = H.tcore.fd_churn()
+      local leaked = {}
+      for i = 1, 60 do
+        local fds = child_fds(i % 2 == 0 and {} or nil)
+        if #fds ~= 3 then leaked[#leaked + 1] = table.concat(fds, ",") end
+      end
+      assert.is_true(churn:stop() > 0)
+      assert.same({}, leaked)
+    end)
   end)
 
   it("refuses bad arguments with a clear error", function()
@@ -52,5 +128,11 @@ describe("zklock.core process functions (the tool's)", function()
     local ok, err = pcall(core.spawn, { "true" }, 5)
     assert.is_false(ok)
     assert.matches("table expected", err)
+    ok, err = pcall(core.spawn, { "true" }, { 3, "x" })
+    assert.is_false(ok)
+    assert.matches("bad argument #2 .*keep%[2%] is not a descriptor", err)
+    ok, err = pcall(core.spawn, { "true" }, { -1 })
+    assert.is_false(ok)
+    assert.matches("keep%[1%] is not a descriptor", err)
   end)
 end)
