@@ -208,6 +208,25 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
+    -- issue 22, item 11: the default id held the whole command line
+    it("the default id names the host, the pid and the program, not the " ..
+        "arguments", function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      local p = start("run", hosts, path, "--", "sh", JOB, log, "S", rel, 0,
+        "", "--password=hunter2")
+      H.wait_until(function() return has_line(log, "S start") end, 30,
+        "the command to start")
+      local h = assert(zk:mutex(path):holders())
+      H.write(rel, "")
+      local rc, out = finished(p)
+      assert.equal(0, rc, out)
+      assert.equal(1, #h)
+      local host = H.read("/proc/sys/kernel/hostname"):match("[^\n]+")
+      assert.matches("^zklock run " .. host:gsub("%p", "%%%0") ..
+        " pid %d+: sh$", h[1].id)
+    end)
+
     it("SIGTERM while it waits for the lock: its node goes at once, 143",
         function()
       local path, log, rel = H.path("cli"), H.tmpname("log"),
