@@ -25,6 +25,13 @@ local function child_fds(keep)
   return fds
 end
 
+-- process group and parent of a live process, from /proc/PID/stat
+local function pgrp_ppid(pid)
+  local s = H.read("/proc/" .. pid .. "/stat")
+  if not s then return nil end
+  local ppid, pgrp = s:match("%) %S+ (%d+) (%d+)")
+  return tonumber(pgrp), tonumber(ppid)
+end
 
 describe("zklock.core process functions (the tool's)", function()
   it("spawn, wait, kill", function()
@@ -101,6 +108,38 @@ describe("zklock.core process functions (the tool's)", function()
     end)
   end)
 
+  it("spawn(argv, keep, true): the child leads its own process group; " ..
+      "killpg and group_alive", function()
+    local out = H.tmpname("job")
+    -- a shell whose job (a child in its group) outlives it
+    local pid = assert(core.spawn({ "sh", "-c",
+      'sleep 60 & echo $! >"$0.tmp"; mv "$0.tmp" "$0"; wait', out }, nil,
+      true))
+    local job = H.wait_until(function()
+      return tonumber((H.read(out) or ""):match("%d+"))
+    end, 10, "the job to start")
+    assert.equal(pid, (pgrp_ppid(pid)))
+    assert.equal(pid, (pgrp_ppid(job)))
+    assert.are_not.equal(pid, (pgrp_ppid(core.pid())))
+    -- the leader goes, its job stays: the group is alive
+    assert.is_true(core.kill(pid, "KILL"))
+    assert.same({ "signaled", 9, "KILL" }, { core.wait(pid) })
+    assert.is_true(core.group_alive(pid))
+    assert.equal(pid, (pgrp_ppid(job)))
+    assert.is_true(core.killpg(pid, "TERM"))
+    H.wait_until(function() return not core.group_alive(pid) end, 10,
+      "the group to be gone")
+    local ok, msg = core.killpg(pid, "TERM")
+    assert.is_nil(ok)
+    assert.matches("No such process", msg)
+    -- without the flag, the child stays in ours
+    pid = assert(core.spawn({ "sleep", "30" }))
+    assert.equal(pgrp_ppid(core.pid()), (pgrp_ppid(pid)))
+    assert.is_true(core.kill(pid, "KILL"))
+    assert.same({ "signaled", 9, "KILL" }, { core.wait(pid) })
+    os.remove(out)
+  end)
+
   it("refuses bad arguments with a clear error", function()
     local bad = {
       { core.spawn, {}, "argv must hold 1 to 65536 strings" },
@@ -114,6 +153,9 @@ describe("zklock.core process functions (the tool's)", function()
       { core.kill, -1, "pid must be an integer from 2" },
       { core.kill, 12345, "unknown signal name 'BOOM'", "BOOM" },
       { core.kill, 12345, "string expected" },
+      { core.killpg, 1, "pid must be an integer from 2" },
+      { core.killpg, 12345, "unknown signal name 'BOOM'", "BOOM" },
+      { core.group_alive, 0, "pid must be an integer from 2" },
       { core.catch_signals, { "KILL" }, "not a signal name that can be caught" },
       { core.catch_signals, { 5 }, "not a signal name that can be caught" },
       { core.catch_signals, nil, "table expected" },
