@@ -82,8 +82,8 @@ build = {
     ["zklock.testing.core"] = {
       sources = {
         "src/testing/ltesting.c", "src/testing/netutil.c",
-        "src/testing/proxy.c", "src/core/util.c", "src/core/errors.c",
-        "src/lua/lutil.c",
+        "src/testing/proxy.c", "src/testing/churn.c", "src/core/util.c",
+        "src/core/errors.c", "src/lua/lutil.c",
       },
       defines = { "THREADED", "_GNU_SOURCE" },
       incdirs = { "$(ZOOKEEPER_INCDIR)" },

@@ -151,7 +151,7 @@ describe("zklock (command-line tool)", function()
       assert.equal(LOST, rc, out)
       assert.matches("zklock: run: lock " .. path:gsub("%p", "%%%0") ..
         " lost while the command ran %(its max hold of 1s ran out%); " ..
-        "sending SIGTERM to pid %d+", out)
+        "sending SIGTERM to process group %d+", out)
       assert.same({ "L start", "L TERM" }, log_lines(log))
       assert.is_true(core.now() - t0 < 40) -- (not the job's own give-up)
       assert.equal(0, contenders(path))
@@ -167,7 +167,8 @@ describe("zklock (command-line tool)", function()
       local rc, out = finished(p)
       assert.equal(LOST, rc, out)
       assert.matches("sending SIGHUP", out)
-      assert.matches("still runs 0%.5s after SIGHUP; sending SIGKILL", out)
+      assert.matches("process group %d+ still runs 0%.5s after SIGHUP; " ..
+        "sending SIGKILL", out)
       -- it heard HUP (logged within its 50 ms nap), did not end, was killed
       H.wait_until(function() return has_line(log, "K HUP") end, 10,
         "the job to log HUP")
@@ -206,6 +207,97 @@ describe("zklock (command-line tool)", function()
       assert.equal(143, rc, out)
       assert.same({ "F start", "F TERM" }, log_lines(log))
       assert.equal(0, contenders(path))
+    end)
+
+    -- issue 22, item 10: the command's children outlived a SIGTERM, and
+    -- the tool released while they still ran
+    it("passes SIGTERM on to the command's whole process group, and holds " ..
+        "the lock until the group is gone", function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      -- the job runs in the background of a shell that dies of the TERM;
+      -- the job logs it and goes on until rel exists
+      local a = start("run", hosts, path, "--", "sh", JOB, log, "A", rel, 0,
+        "group")
+      H.wait_until(function() return has_line(log, "A start") end, 30,
+        "A's job to start")
+      a:kill("TERM")
+      H.wait_until(function() return has_line(log, "A TERM") end, 30,
+        "A's job (a child of the command) to get SIGTERM")
+      local b = start("run", hosts, path, "--", "sh", JOB, log, "B", rel, 0)
+      H.wait_until(function() return second_waits(path) end, 30,
+        "B to wait behind A")
+      -- the command (the group's leader) is dead; its job still runs, and
+      -- the tool still holds the lock
+      assert.is_nil(a:status(), a:output())
+      assert.same({ "A start", "A TERM" }, log_lines(log))
+      H.write(rel, "")
+      local rc_a, out_a = finished(a)
+      local rc_b, out_b = finished(b)
+      assert.equal(143, rc_a, out_a) -- the command's own status
+      assert.equal(0, rc_b, out_b)
+      assert.same({ "A start", "A TERM", "A end", "B start", "B end" },
+        log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("a command that leaves a child running: the lock is held until " ..
+        "the child ends", function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      -- the command exits 0 at once; its job goes on until rel exists
+      local a = start("run", hosts, path, "--", "sh", JOB, log, "A", rel, 0,
+        "leave")
+      H.wait_until(function() return has_line(log, "A start") end, 30,
+        "A's job to start")
+      local b = start("run", hosts, path, "--", "sh", JOB, log, "B", rel, 0)
+      H.wait_until(function() return second_waits(path) end, 30,
+        "B to wait behind A")
+      assert.is_nil(a:status(), a:output())
+      H.write(rel, "")
+      local rc_a, out_a = finished(a)
+      local rc_b, out_b = finished(b)
+      assert.equal(0, rc_a, out_a)
+      assert.equal("", out_a)
+      assert.equal(0, rc_b, out_b)
+      assert.same({ "A start", "A end", "B start", "B end" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    it("--kill-after also follows a signal passed on: the group is killed",
+        function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local p = start("run", hosts, path, "--kill-after", "0.5", "--", "sh",
+        JOB, log, "K", never, 0, "group")
+      H.wait_until(function() return has_line(log, "K start") end, 30,
+        "the job to start")
+      p:kill("TERM")
+      local rc, out = finished(p)
+      assert.equal(143, rc, out)
+      assert.matches("zklock: run: process group %d+ still runs 0%.5s " ..
+        "after SIGTERM; sending SIGKILL", out)
+      assert.same({ "K start", "K TERM" }, log_lines(log))
+      assert.equal(0, contenders(path))
+    end)
+
+    -- issue 22, item 11: the default id held the whole command line
+    it("the default id names the host, the pid and the program, not the " ..
+        "arguments", function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      local p = start("run", hosts, path, "--", "sh", JOB, log, "S", rel, 0,
+        "", "--password=hunter2")
+      H.wait_until(function() return has_line(log, "S start") end, 30,
+        "the command to start")
+      local h = assert(zk:mutex(path):holders())
+      H.write(rel, "")
+      local rc, out = finished(p)
+      assert.equal(0, rc, out)
+      assert.equal(1, #h)
+      local host = H.read("/proc/sys/kernel/hostname"):match("[^\n]+")
+      assert.matches("^zklock run " .. host:gsub("%p", "%%%0") ..
+        " pid %d+: sh$", h[1].id)
     end)
 
     it("SIGTERM while it waits for the lock: its node goes at once, 143",

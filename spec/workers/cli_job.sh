@@ -6,7 +6,15 @@
 # gave-up" and 99 when RELEASE never came.  On SIGTERM, SIGINT or SIGHUP it
 # appends "NAME TERM" (INT, HUP) and exits 128+N; MODE "stubborn" logs
 # them and goes on; MODE "selfkill" ends itself with SIGKILL at once.
+# Two modes leave the job to a child in the shell's process group: MODE
+# "group" runs it "stubborn" in the background while this shell (the
+# group's leader) waits and dies of the first TERM, INT or HUP (no trap);
+# MODE "leave" runs it in the background and exits with STATUS at once.
 log=$1 name=$2 release=$3 status=$4 mode=${5:-}
+case $mode in
+  group) sh "$0" "$log" "$name" "$release" "$status" stubborn & wait; exit $? ;;
+  leave) sh "$0" "$log" "$name" "$release" "$status" & exit "$status" ;;
+esac
 on() { # on SIGNAME STATUS
   echo "$name $1" >>"$log"
   [ "$mode" = stubborn ] || exit "$2"

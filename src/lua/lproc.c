@@ -1,14 +1,18 @@
 /* Child processes and signals, for the command-line tool (bin/zklock,
- * docs/cli.md): start a command, reap it, signal it, and note the signals
- * the tool itself receives.  Part of zklock.core so that the installed
- * tool needs nothing of the test equipment.
+ * docs/cli.md): start a command, reap it, signal it (or its process
+ * group), and note the signals the tool itself receives.  Part of
+ * zklock.core so that the installed tool needs nothing of the test
+ * equipment.
  *
  *   core.open_fds()             -> { fd, ... } open now, ascending
- *   core.spawn(argv [, keep])   -> pid | nil, msg, "not_found" |
+ *   core.spawn(argv [, keep [, own_group]])
+ *                               -> pid | nil, msg, "not_found" |
  *                                  "not_executable" | "spawn_failed"
  *   core.wait(pid [, nohang])   -> "running" | "exited", status |
  *                                  "signaled", signo, name | nil, msg
  *   core.kill(pid, name)        -> true | nil, msg
+ *   core.killpg(pgid, name)     -> true | nil, msg
+ *   core.group_alive(pgid)      -> boolean
  *   core.signum(name)           -> signal number, or nil (unknown name)
  *   core.catch_signals({ name, ... })   handlers that only count
  *   core.caught()               -> { name, ... } received since last asked
@@ -17,11 +21,21 @@
  * posix_spawn: glibc's runs only async-signal-safe code between the clone
  * and the exec, resets the handlers the parent installed, and reports a
  * failed exec as its result.  The command is looked up in $PATH first, in
- * the parent (find_command).  `keep`
- * lists the descriptors (beyond 0, 1, 2) the child may inherit: every other
- * one open at the time (the ZooKeeper connection, zklock's wake-up socket)
- * is closed in the child.  Signal names are "TERM", "KILL", ... (a "SIG"
- * prefix is allowed); only those of the table below. */
+ * the parent (find_command).
+ *
+ * Descriptors: the child keeps 0, 1, 2 and those listed in `keep`; every
+ * other one is closed in the child, between the clone and the exec (a
+ * close action for each number below the highest kept one, then
+ * posix_spawn_file_actions_addclosefrom_np: close_range, or a walk of
+ * /proc/self/fd).  Not from a list made in the parent: libzookeeper's
+ * descriptors have no close-on-exec, and its IO thread opens a socket at
+ * any moment (a reconnect), also between such a listing and the clone.
+ *
+ * `own_group`: the child leads a new process group (its pgid is its pid),
+ * so that the tool can signal the command with everything it started, and
+ * see when all of it is gone (killpg, group_alive).  Signal names are
+ * "TERM", "KILL", ... (a "SIG" prefix is allowed); only those of the table
+ * below. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -120,17 +134,6 @@ static int lproc_open_fds(lua_State *L) {
   return 1;
 }
 
-/* true when table at idx holds integer v as a value of 1..#t */
-static int in_list(lua_State *L, int idx, int v) {
-  int i, n = (int)zkl_rawlen(L, idx), found = 0;
-  for (i = 1; i <= n && !found; i++) {
-    lua_rawgeti(L, idx, i);
-    found = lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == v;
-    lua_pop(L, 1);
-  }
-  return found;
-}
-
 /* The file to execute for command `cmd`, looked up in $PATH as execvp
  * does (a name with a '/' as it is; $PATH unset: /bin:/usr/bin; an empty
  * entry: the current directory): 0 and a malloc'ed *file, or an errno:
@@ -174,27 +177,79 @@ static int find_command(const char *cmd, char **file) {
 
 typedef struct {
   posix_spawn_file_actions_t fa;
-  int fa_ready;
+  posix_spawnattr_t attr;
+  int fa_ready, attr_ready;
 } spawn_box;
+
+static void spawn_box_free(spawn_box *b) {
+  if (b->fa_ready) posix_spawn_file_actions_destroy(&b->fa);
+  if (b->attr_ready) posix_spawnattr_destroy(&b->attr);
+  b->fa_ready = b->attr_ready = 0;
+}
 
 static int spawn_box_gc(lua_State *L) {
   spawn_box *b = (spawn_box *)lua_touserdata(L, 1);
-  if (b && b->fa_ready) {
-    posix_spawn_file_actions_destroy(&b->fa);
-    b->fa_ready = 0;
-  }
+  if (b) spawn_box_free(b);
   return 0;
 }
 
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The close actions that leave the child 0, 1, 2 and the descriptors
+ * listed in the table at idx (nil: none), whatever else is open when the
+ * child is made.  Raises on a bad entry. */
+static void close_all_but(lua_State *L, int idx,
+                          posix_spawn_file_actions_t *fa) {
+  int n = lua_isnil(L, idx) ? 0 : (int)zkl_rawlen(L, idx), i, k, fd, hi = 2,
+      rc;
+  int *keep;
+  luaL_argcheck(L, n <= ZKL_MAX_FDS, idx, "keep holds too many descriptors");
+  keep = (int *)lua_newuserdata(L, sizeof(int) * ((size_t)n + 1));
+  for (i = 0; i < n; i++) {
+    lua_Number v;
+    lua_rawgeti(L, idx, i + 1);
+    v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0 && v <= 0x7fffffff) ||
+        v != (lua_Number)(int)v)
+      luaL_argerror(L, idx, lua_pushfstring(L, "keep[%d] is not a "
+                    "descriptor (an integer from 0)", i + 1));
+    keep[i] = (int)v;
+    lua_pop(L, 1);
+  }
+  qsort(keep, (size_t)n, sizeof(int), cmp_int);
+  if (n > 0 && keep[n - 1] > hi) hi = keep[n - 1];
+  /* below the highest kept one: each number not kept (a close action on a
+   * descriptor that is not open does nothing; EBADF: the number is past
+   * the process's limit, as valgrind's own descriptors are, and so is
+   * every one above it) */
+  for (fd = 3, k = 0; fd < hi; fd++) {
+    while (k < n && keep[k] < fd) k++;
+    if (k < n && keep[k] == fd) continue;
+    rc = posix_spawn_file_actions_addclose(fa, fd);
+    if (rc == EBADF) break;
+    if (rc != 0)
+      luaL_error(L, "posix_spawn_file_actions_addclose: %s", strerror(rc));
+  }
+  /* above it: every one, in the child, by close_range (or /proc/self/fd) */
+  rc = posix_spawn_file_actions_addclosefrom_np(fa, hi + 1);
+  if (rc != 0 && rc != EBADF)
+    luaL_error(L, "posix_spawn_file_actions_addclosefrom_np: %s",
+               strerror(rc));
+  lua_pop(L, 1); /* keep */
+}
+
 static int lproc_spawn(lua_State *L) {
-  int n, i, rc, nfds;
+  int n, i, rc, own_group;
   const char **argv;
-  int *fds;
   spawn_box *box;
   pid_t pid;
   char *file = NULL;
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  own_group = lua_toboolean(L, 3);
   lua_settop(L, 2); /* (index 2 is `keep` or nil from here on) */
   n = (int)zkl_rawlen(L, 1);
   luaL_argcheck(L, n >= 1 && n <= ZKL_MAX_ARGS, 1,
@@ -214,7 +269,7 @@ static int lproc_spawn(lua_State *L) {
   argv[n] = NULL;
   luaL_argcheck(L, argv[0][0] != '\0', 1, "argv[1] (the command) is empty");
   box = (spawn_box *)lua_newuserdata(L, sizeof *box);
-  box->fa_ready = 0;
+  box->fa_ready = box->attr_ready = 0;
   lua_newtable(L);
   lua_pushcfunction(L, spawn_box_gc);
   lua_setfield(L, -2, "__gc");
@@ -222,30 +277,26 @@ static int lproc_spawn(lua_State *L) {
   if (posix_spawn_file_actions_init(&box->fa) != 0)
     return luaL_error(L, "out of memory");
   box->fa_ready = 1;
-  if (!lua_isnoneornil(L, 2)) {
-    fds = (int *)lua_newuserdata(L, sizeof(int) * ZKL_MAX_FDS);
-    nfds = list_fds(fds, ZKL_MAX_FDS);
-    if (nfds < 0)
-      return luaL_error(L, "cannot list /proc/self/fd: %s", strerror(errno));
-    for (i = 0; i < nfds; i++) {
-      if (fds[i] <= 2 || in_list(L, 2, fds[i])) continue;
-      /* (glibc ignores a close action on a descriptor closed meanwhile;
-       * EBADF: one past the process's limit, as valgrind's own are) */
-      rc = posix_spawn_file_actions_addclose(&box->fa, fds[i]);
-      if (rc != 0 && rc != EBADF)
-        return luaL_error(L, "posix_spawn_file_actions_addclose: %s",
-                          strerror(rc));
-    }
-  }
+  if (posix_spawnattr_init(&box->attr) != 0)
+    return luaL_error(L, "out of memory");
+  box->attr_ready = 1;
+  if (own_group &&
+      ((rc = posix_spawnattr_setflags(&box->attr, POSIX_SPAWN_SETPGROUP)) != 0
+       || (rc = posix_spawnattr_setpgroup(&box->attr, 0)) != 0))
+    return luaL_error(L, "posix_spawnattr: %s", strerror(rc));
+  close_all_but(L, 2, &box->fa);
   rc = find_command(argv[0], &file);
   if (rc == 0) {
-    rc = posix_spawn(&pid, file, &box->fa, NULL, (char *const *)argv,
+    rc = posix_spawn(&pid, file, &box->fa, &box->attr, (char *const *)argv,
                      environ);
     free(file);
   }
-  posix_spawn_file_actions_destroy(&box->fa);
-  box->fa_ready = 0;
+  spawn_box_free(box);
   if (rc == 0) {
+    /* (as shells do: the group exists when we return, even where the
+     * child runs on before it made it (valgrind's clone); EACCES: the
+     * child has exec'd, so it made it) */
+    if (own_group) setpgid(pid, pid);
     lua_pushinteger(L, (lua_Integer)pid);
     return 1;
   }
@@ -298,6 +349,38 @@ static int lproc_kill(lua_State *L) {
     return 2;
   }
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.killpg(pgid, name): the signal to every process of group pgid */
+static int lproc_killpg(lua_State *L) {
+  pid_t pgid = check_pid(L, 1);
+  int i = check_signal(L, 2);
+  if (killpg(pgid, signals[i].num) != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "kill process group %d: %s", (int)pgid,
+                    strerror(errno));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.group_alive(pgid): whether a process of group pgid still runs (one
+ * we may not signal counts).  It first reaps the group's processes that
+ * are our children and have ended: orphans of the group become ours when
+ * we are a subreaper or init (a container's pid 1), and a zombie would
+ * keep the group alive for ever.  So reap the group's leader (core.wait)
+ * before asking, or its status is lost here.  (Once the leader is reaped,
+ * its pid still names only its group: Linux hands out no pid that is in
+ * use as a process group's id.) */
+static int lproc_group_alive(lua_State *L) {
+  pid_t pgid = check_pid(L, 1), r;
+  int status;
+  do {
+    r = waitpid(-pgid, &status, WNOHANG);
+  } while (r > 0 || (r < 0 && errno == EINTR));
+  lua_pushboolean(L, killpg(pgid, 0) == 0 || errno == EPERM);
   return 1;
 }
 
@@ -371,6 +454,8 @@ void zkl_open_proc(lua_State *L) {
     { "spawn", lproc_spawn },
     { "wait", lproc_wait },
     { "kill", lproc_kill },
+    { "killpg", lproc_killpg },
+    { "group_alive", lproc_group_alive },
     { "signum", lproc_signum },
     { "catch_signals", lproc_catch_signals },
     { "caught", lproc_caught },

@@ -1,7 +1,8 @@
 /* luaopen_zklock_testing_core: test equipment for zklock.testing and the
  * specs, kept out of zklock.core: a free loopback port, ZooKeeper's
- * four-letter words, the fault-injecting proxy (proxy.c), a plain sleep,
- * and fork/_exit/waitpid to show what a forked child meets. */
+ * four-letter words, the fault-injecting proxy (proxy.c), a thread that
+ * opens and closes descriptors (churn.c), a plain sleep, and
+ * fork/_exit/waitpid to show what a forked child meets. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -91,5 +92,6 @@ int luaopen_zklock_testing_core(lua_State *L) {
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   zkl_open_proxy(L);
+  zkl_open_churn(L);
   return 1;
 }

@@ -14,6 +14,8 @@ char *zkl_four_letter(const char *host, int port, const char *cmd,
                       double timeout, zkl_error *err);
 /* proxy.c */
 void zkl_open_proxy(lua_State *L);
+/* churn.c */
+void zkl_open_churn(lua_State *L);
 
 #pragma GCC visibility pop
 
