@@ -312,7 +312,7 @@ end
 -- (docs/limits.md).
 local MAX_REQUEST, REQUEST_OVERHEAD = 1024 * 1024 - 1, 1024
 local function check_request(f, node_path, path, data, n, fname)
-  local chroot = #(R.chroots[f.client] or "")
+  local chroot = #(select(2, f.client:_limits()) or "")
   local size = #data + #node_path + #path + 2 * chroot + REQUEST_OVERHEAD
   if size > MAX_REQUEST then
     argerror(n, fname, ("the write would make a request of about %d " ..

@@ -205,6 +205,8 @@ end
 -- Has the request (or timer) of owner `tok` ended?
 local function ended(tok)
   if type(tok) == "thread" then return costatus(tok) == "dead" end
+  if type(tok) ~= "table" or not tok.ref then return false end -- (no
+  -- request's: the main thread's, say; it does not end)
   local co, ctx = tok.ref[1], tok.ref[2]
   if tok.slot then return ctx == nil or ctxs[tok.slot] ~= ctx end
   -- (no ctx index: the thread tells, less promptly)

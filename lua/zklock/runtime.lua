@@ -414,7 +414,6 @@ end
 -- client
 
 local ACLS = { open = 0, creator = 1, read = 2 }
-local max_data = setmetatable({}, WEAK_KEYS) -- client -> bytes
 local DEFAULT_MAX_DATA = 1024 * 1024 - 8192
 
 -- `data` (argument n of fname) fits the client's max_data, or the error.
@@ -422,8 +421,8 @@ function R.check_data(client, data, n, fname)
   if type(data) ~= "string" then
     argerror(n, fname, "string expected, got " .. type(data))
   end
-  local limit = max_data[client] or DEFAULT_MAX_DATA
-  if #data > limit then
+  local limit = client:_limits() -- (none once closed: the op says so)
+  if limit and #data > limit then
     argerror(n, fname, ("data of %d bytes is over the client's limit of %d " ..
       "(max_data)"):format(#data, limit))
   end
@@ -468,8 +467,6 @@ local renews = setmetatable({}, WEAK_KEYS) -- clients that renew sessions
 R.renews = renews
 -- client -> the participant id written into its lock and lease nodes
 R.ids = setmetatable({}, WEAK_KEYS)
--- client -> the chroot of its connect string ("/app"), or nil
-R.chroots = setmetatable({}, WEAK_KEYS)
 
 -- Checks the arguments and opens the session without waiting for it.
 -- @return client, connect_timeout | nil, msg, code
@@ -510,9 +507,7 @@ function R.open(hosts, opts, fname)
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
     renew ~= false, md)
   if not c then return nil, msg, code end
-  max_data[c] = md
   R.ids[c] = id
-  R.chroots[c] = hosts:match("^[^/]*(/.*)$")
   if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])

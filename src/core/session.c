@@ -490,6 +490,8 @@ void zkl_client_want_state(zkl_client *c, int on) {
 
 int zkl_client_max_data(const zkl_client *c) { return c->max_data; }
 
+const char *zkl_client_chroot(const zkl_client *c) { return c->chroot; }
+
 int zkl_client_state(zkl_client *c, unsigned long *gen) {
   int st;
   pthread_mutex_lock(&c->mu);

@@ -187,6 +187,7 @@ void zkl_client_unref(zkl_client *c);
 int zkl_client_forked(const zkl_client *c);
 pid_t zkl_client_pid(const zkl_client *c);
 int zkl_client_max_data(const zkl_client *c);
+const char *zkl_client_chroot(const zkl_client *c); /* NULL: none */
 /* ZKL_CONNECTING...; *gen (if given): the change counter at that moment */
 int zkl_client_state(zkl_client *c, unsigned long *gen);
 int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */

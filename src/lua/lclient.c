@@ -167,6 +167,19 @@ static int lclient_timeout(lua_State *L) {
   return 1;
 }
 
+/* client:_limits() -> max_data, chroot (nil: none); nothing once closed:
+ * the client's settings, kept here only (zklock.runtime asks) */
+static int lclient_limits(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  const char *chroot;
+  if (!b->c || zkl_client_forked(b->c)) return 0; /* closed: none */
+  chroot = zkl_client_chroot(b->c);
+  lua_pushinteger(L, zkl_client_max_data(b->c));
+  if (chroot) lua_pushstring(L, chroot);
+  else lua_pushnil(L);
+  return 2;
+}
+
 static int lclient_stats(lua_State *L) {
   zkl_stats s;
   zkl_client_stats(zkl_checkclient(L, 1), &s);
@@ -304,6 +317,7 @@ void zkl_open_client(lua_State *L) {
     { "_failure", lclient_failure },
     { "_wait", lclient_wait },
     { "_stats", lclient_stats },
+    { "_limits", lclient_limits },
     { "_add_auth", lclient_add_auth },
     { "_events", lclient_events },
     { "_wake_listen", lclient_wake_listen },
