@@ -119,6 +119,62 @@ describe("one model of a hold (issue 22)", function()
     assert.same({}, H.lock_nodes(zk, path))
   end)
 
+  it_yields("a downgraded read that ended with its write hold lets go of " ..
+     "its node and tells on_lost; the writers behind it get in", function()
+    local path = H.path("dg-lost")
+    local rw, other = zk:rwlock(path), zk2:rwlock(path)
+    local read_lost = false
+    rw.read:on_lost(function() read_lost = true end)
+    assert(rw.write:acquire(5, { max_hold = 1 }))
+    local w2_in = false
+    local co = coroutine.create(function()
+      assert(other.write:acquire(20))
+      w2_in = true
+    end)
+    step_until(zk2, co, function() return #rw.write:participants() == 2 end,
+      "the second writer to queue")
+    assert.equal(rw.read, rw.read:acquire(2))
+    step_until(zk2, co, function() return w2_in end,
+      "the second writer to hold")
+    -- our read node goes without our release, and on_lost says so
+    dispatch_until(zk, function()
+      return read_lost and #H.lock_nodes(zk, path) == 1
+    end, "the read node to go, and on_lost")
+    assert.equal("lock_lost", select(3, rw.read:release()))
+    assert.equal("lock_lost", select(3, rw.write:release()))
+    H.run(zk2, { function()
+      assert(runtime.release_owner(other.write, co))
+    end })
+    assert.same({}, H.lock_nodes(zk, path))
+  end)
+
+  it_yields("a downgraded read released in its own on_lost: the write " ..
+     "lock's release keeps no node for it", function()
+    local path = H.path("dg-cb")
+    local rw, other = zk:rwlock(path), zk2:rwlock(path)
+    rw.read:on_lost(function(l) l:release() end)
+    assert(rw.write:acquire(5))
+    local w2_in = false
+    local co = coroutine.create(function()
+      assert(other.write:acquire(20))
+      w2_in = true
+    end)
+    step_until(zk2, co, function() return #rw.write:participants() == 2 end,
+      "the second writer to queue")
+    assert.equal(rw.read, rw.read:acquire(2))
+    assert(runtime.call_op(zk2, 5, "_delete", rw.read:node()))
+    dispatch_until(zk, function() return not rw.read:is_held() end,
+      "the read hold to end")
+    assert.is_true(rw.write:release()) -- (no reader left to keep it for)
+    step_until(zk2, co, function() return w2_in end,
+      "the second writer to hold")
+    assert.equal("lock_lost", select(3, rw.read:release()))
+    H.run(zk2, { function()
+      assert(runtime.release_owner(other.write, co))
+    end })
+    assert.same({}, H.lock_nodes(zk, path))
+  end)
+
   -- item 2 ------------------------------------------------------------------
   it("a semaphore mutex shared by coroutines: a late release of a hold " ..
      "past max_hold ends nobody else's", function()
@@ -157,6 +213,23 @@ describe("one model of a hold (issue 22)", function()
     assert.equal("lock_lost", code)
     assert.matches("another coroutine", msg)
     assert.has_error(function() sm:release() end) -- then: never held
+  end)
+
+  it("a semaphore mutex: is_held, token and fenced_set are the calling " ..
+     "coroutine's own", function()
+    local path = H.path("sm-own")
+    local sm = zk:semaphore_mutex(path)
+    assert(sm:acquire(5))
+    local other = coroutine.create(function()
+      return sm:is_held(), sm:token(), pcall(sm.fenced_set, sm,
+        H.path("sm-own-n"), "x")
+    end)
+    local _, held, token, fine = coroutine.resume(other)
+    assert.is_false(held)
+    assert.is_nil(token)
+    assert.is_false(fine) -- not held by that coroutine: an argument error
+    assert.is_true(sm:is_held())
+    assert(sm:release())
   end)
 
   -- item 3 ------------------------------------------------------------------
@@ -266,6 +339,19 @@ describe("one model of a hold (issue 22)", function()
     own:close()
     H.wait_until(function() return #H.lock_nodes(zk, path) == 0 end, 10,
       "nodes to go")
+  end)
+
+  it("linger: a hold released in its on_revoke does not linger", function()
+    local path = H.path("lg-revoke")
+    local own = H.connect(srv)
+    finally(function() own:close() end)
+    local m = own:mutex(path, { linger = 30 })
+    m:on_revoke(function(l) l:release() end)
+    assert(m:acquire(5))
+    assert.equal(1, zklock.revoke(zk2, path))
+    dispatch_until(own, function() return not m:is_held() end, "revoke")
+    H.wait_until(function() return #H.lock_nodes(zk, path) == 0 end, 10,
+      "the revoked node to go")
   end)
 
   it("linger: a release right after the hold began is reused once the " ..

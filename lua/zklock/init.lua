@@ -235,8 +235,11 @@ local function finish_update(lock, path, ok, new, ...)
   if new == nil then return finish(lock, ok, ...) end
   local fine, released, msg, code = pcall(lock.release, lock,
     { write = path, data = new })
-  if not fine then
-    lock:release()
+  if not fine then -- (refused before anything was sent: still held)
+    local plain, err = pcall(lock.release, lock)
+    if not plain then
+      R.log("error", "with_lock: release: " .. tostring(err))
+    end
     error(released, 0)
   end
   if not released then return nil, msg, code end

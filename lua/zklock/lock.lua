@@ -128,7 +128,9 @@ function Lock:on_revoke(fn)
     argerror(1, "on_revoke", "function expected, got " .. type(fn))
   end
   f.revoke_fn = fn
-  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
+  for co, own in pairs(f.owners) do
+    if not own.ended then arm_callbacks(f, own, self, co) end
+  end
   return self
 end
 
@@ -145,7 +147,9 @@ function Lock:on_lost(fn)
     argerror(1, "on_lost", "function expected, got " .. type(fn))
   end
   f.lost_fn = fn
-  for co, own in pairs(f.owners) do arm_callbacks(f, own, self, co) end
+  for co, own in pairs(f.owners) do
+    if not own.ended then arm_callbacks(f, own, self, co) end
+  end
   return self
 end
 
@@ -292,12 +296,14 @@ local function live(h)
   return w == nil or w:held()
 end
 
--- The calling owner's hold of f: its own, or (a semaphore mutex) the
--- object's; and whether it is the caller's own.
-local function hold_of(f)
+-- The calling owner's hold of f, and whether it is its own: with
+-- `any`, a semaphore mutex's current hold when the caller has none (any
+-- coroutine may release it; is_held, token and fenced writes are the
+-- caller's own only).
+local function hold_of(f, any)
   local h = f.owners[me()]
   if h then return h, true end
-  if f.single and f.current then return f.current, false end
+  if any and f.single and f.current then return f.current, false end
   return nil
 end
 
@@ -384,13 +390,16 @@ function Lock:acquire(timeout, opts)
   local data, version
   if read then
     -- (a reused node read nothing with its acquire: a plain get now)
-    if att == cached then data, version, code = read_held(client, timeout, read)
+    if att == cached then
+      data, version, code = R.guarded(function() att:release() end,
+        read_held, client, timeout, read)
     else data, version, code = att:read_result() end
     if data == nil and code then -- a read refused (no auth...): let go
       give_back(client, att)
       return nil, version, code
     end
   end
+  if over then att:rest_on(over) end -- (C ends the read with the write)
   own = { att = att, count = 1, over = over }
   if f.single then
     -- the object's previous hold ended without a release (its node went):
@@ -418,8 +427,7 @@ function relock(client, att, max_hold, timeout)
     r = att:relock(max_hold, true)
     return r == "listing" and "pending" or "done", gen
   end }
-  if await(client, answered, timeout and now() + timeout,
-      client:session_timeout()) == "timeout" then
+  if await(client, answered, timeout and now() + timeout) == "timeout" then
     r = att:relock(max_hold, false) -- (not known in time: a new node)
   end
   return r == true
@@ -454,7 +462,7 @@ end
 function Lock:release(opts)
   local f = fields(self, "release")
   local co = me()
-  local own, mine = hold_of(f)
+  local own, mine = hold_of(f, true)
   local write, data = release_opts(f, own, opts)
   if not own then
     argerror(1, "release", f.name .. " " .. f.path ..
@@ -464,10 +472,11 @@ function Lock:release(opts)
     -- its end came first (and was told): the owner hears it once
     f.owners[co] = nil
     own.ended = own.ended or "taken over"
+    if own.keep then give_back(f.client, own.keep) end
     return nil, lost_msg(own), "lock_lost"
   end
   local reader = f.kind == "write" and f.partner.owners[co]
-  local downgraded = reader and reader.over == own.att
+  local downgraded = reader and reader.over == own.att and live(reader)
   if write and (own.count > 1 or downgraded) then
     -- not the node's last word (or a downgrade keeps it): a fenced write,
     -- then the plain release
@@ -482,8 +491,8 @@ function Lock:release(opts)
   if own.count > 0 then return true end
   -- the last level: the hold ends here, whoever let go of it
   local held = live(own)
-  local why = R.acting_why()
-  if why == "revoke" or why == "lost" then
+  local why, about = R.acting_why()
+  if (why == "revoke" or why == "lost") and about == own.key then
     own.ended = why == "revoke" and "revoked" or "lost" -- (told later)
   elseif mine then
     f.owners[co] = nil
@@ -495,7 +504,8 @@ function Lock:release(opts)
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
   if write then return write_back(f.client, own.att, write, data) end
-  if f.linger and not f.lingering and not downgraded then
+  if f.linger and not f.lingering and not downgraded and why ~= "revoke"
+      then
     -- lock caching: the node stays until someone else wants it
     local att = own.att
     if held and att:linger(f.linger) then
@@ -507,9 +517,14 @@ function Lock:release(opts)
     return give_back(f.client, att, held)
   end
   -- (a read/write lock's write hold may keep its node: rwlock.lua)
-  if downgraded and held and f.on_last_release(f, own, reader, node) then
-    hold_ended(f.client, own.att, true)
-    return true
+  if downgraded and held then
+    if R.guarded(function() own.att:release() end, f.on_last_release, f,
+        own, reader, node) then
+      hold_ended(f.client, own.att, true)
+      return true
+    end
+    reader.over = nil -- (no writer between: the read stands alone now)
+    reader.att:rest_on(nil)
   end
   local ok, msg, code = give_back(f.client, own.att, held)
   if own.keep then give_back(f.client, own.keep) end
@@ -544,7 +559,12 @@ end
 function L.drop_level(lock, owner)
   local f = unbox(lock)
   local h = f and f.owners[owner]
-  if not h or h.ended then return end
+  if not h then return end
+  if h.ended then
+    f.owners[owner] = nil
+    if h.keep then h.keep:release() end
+    return
+  end
   h.count = h.count - 1
   if h.count > 0 then return end
   f.owners[owner] = nil

@@ -399,7 +399,9 @@ function M.connect(hosts, opts)
     client = client,
     byid = setmetatable({}, WEAK_VALUES),
     entry_of = setmetatable({}, WEAK_KEYS),
-    held = setmetatable({}, WEAK_KEYS),
+    -- (strong: a forgotten hold's owner token lives until the sweep has
+    -- given the hold back; a semaphore mutex's object keeps its hold)
+    held = {},
     next_id = 1, lat = {}, n_lat = 0,
   }
   w.any = new_entry(w)

@@ -257,7 +257,8 @@ end
 -- queue, so events run in the order they came, newer ones last)
 local queues = setmetatable({}, WEAK_KEYS)
 
--- why the owner is lent: co -> "revoke", "lost" (a callback), "ended"
+-- why the owner is lent: co -> { "revoke" | "lost" (a callback, with the
+-- serial of the attempt it is about) | "ended" }
 local acting_why = setmetatable({}, WEAK_KEYS)
 
 -- Run fn(...) acting as `owner`, for `why`; returns ok, err (xpcall's).
@@ -274,9 +275,11 @@ local function act(owner, why, fn, ...)
 end
 
 -- Why the calling code acts for an owner not its own: "revoke" or "lost"
--- inside those callbacks, "ended" for an owner that is gone; nil: itself.
+-- inside those callbacks (and the serial of the attempt the event is
+-- about), "ended" for an owner that is gone; nil: itself.
 function R.acting_why()
-  return acting_why[co_running() or MAIN]
+  local w = acting_why[co_running() or MAIN]
+  if w then return w[1], w[2] end
 end
 
 local function run_event(client, reg, ev)
@@ -288,7 +291,7 @@ local function run_event(client, reg, ev)
   local fn = f and (ev[1] == "revoke" and f.revoke_fn
     or ev[1] == "lost" and f.lost_fn)
   if fn and r.owner ~= nil then
-    local ok, err = act(r.owner, ev[1], fn, r.lock)
+    local ok, err = act(r.owner, { ev[1], ev[3] }, fn, r.lock)
     n = n + 1
     if not ok then report("on_" .. ev[1], err) end
   end
@@ -391,7 +394,7 @@ end
 function R.release_owner(lock, co)
   local f = unbox(lock)
   if not (f and f.owners and f.owners[co]) then return false end
-  local ok, err = act(co, "ended", function()
+  local ok, err = act(co, { "ended" }, function()
     while f.owners[co] do lock:release() end
   end)
   if not ok then report("release on behalf of an ended coroutine", err) end

@@ -46,7 +46,6 @@ local function keep_for_reader(f, own, reader, node)
     reader.keep = own.att
     return true
   end
-  reader.over = nil
   return false
 end
 

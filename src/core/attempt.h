@@ -69,6 +69,10 @@ struct zkl_lock {
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
   lock_guard *g;   /* a guarded node read or written, or NULL */
+  struct zkl_lock *over; /* a downgraded read: the write attempt whose node
+                      keeps later writers out (a reference); the read
+                      holds only while it does, and ends with it
+                      (docs/design.md, section 5) */
   /* lock caching (docs/design.md, section 4.13): a released hold may
    * linger (L_LINGER) until linger_until, watching the directory */
   double linger_until; /* boot clock; 0: not lingering */
@@ -119,6 +123,11 @@ void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
 void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
 void lock_blocker_gone(zkl_lock *l);  /* the watched predecessor went */
 void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
+void lock_lost(zkl_lock *l);          /* a hold ends without its owner's
+                                         word: on_lost, our node goes, and
+                                         the reads resting on it end too */
+void lock_end_resting(zkl_lock *w);   /* w's node goes: reads resting on
+                                         it end as lost holds */
 
 /* linger.c */
 void linger_watch(zkl_lock *l);       /* list the directory, with a watch */

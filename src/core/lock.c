@@ -155,9 +155,9 @@ void lock_node_gone(zkl_lock *l) {
     return;
   }
   if (l->state == L_HELD) {
-    lock_lost_event(l);
+    lock_lost_event(l); /* (while it still names our node) */
     lock_set_node(l, NULL);
-    lock_release_locked(l);
+    lock_lost(l);
   } else if (l->state == L_LISTING || l->state == L_WATCHING) {
     lock_list(l); /* finds it missing: creates anew */
   }
@@ -459,4 +459,29 @@ void lock_release_locked(zkl_lock *l) {
   /* work left (a reply to come, a reconnect to wait for): the attempt
    * must outlive its Lua box until the node is gone */
   if (l->state != L_DONE && l->state != L_FAILED) zkl_task_keep(&l->t);
+}
+
+/* A hold ends without its owner's word (deleted by someone else, past its
+ * max_hold, the server not heard from): on_lost is queued and our node
+ * goes.  A downgraded read resting on it ends the same way: a writer
+ * queued between the two may hold now (docs/design.md, section 5). */
+void lock_lost(zkl_lock *l) {
+  lock_lost_event(l);
+  lock_release_locked(l);
+  zkl_task_notify(&l->t);
+  lock_end_resting(l);
+}
+
+/* The write attempt w's node goes: a read still resting on it ends as a
+ * lost hold (Lua lets a read stand alone, rest_on(NULL), before it gives
+ * back a write node that nothing queued between). */
+void lock_end_resting(zkl_lock *w) {
+  zkl_task *t, *next;
+  for (t = w->t.c->tasks; t; t = next) {
+    zkl_lock *r;
+    next = t->next; /* (ending r may free it, nothing else) */
+    if (t->cls != &zkl_lock_class) continue;
+    r = LOCK(t);
+    if (r->over == w && r->state == L_HELD && !r->lost) lock_lost(r);
+  }
 }

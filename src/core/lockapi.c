@@ -67,6 +67,14 @@ void zkl_lock_revocable(zkl_lock *l) {
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
+void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w) {
+  pthread_mutex_lock(&l->t.c->mu);
+  if (w) w->t.refs++; /* (before the old one goes: it may be w) */
+  if (l->over) zkl_task_unref(&l->over->t);
+  l->over = w;
+  pthread_mutex_unlock(&l->t.c->mu);
+}
+
 void zkl_lock_notify_held(zkl_lock *l) {
   pthread_mutex_lock(&l->t.c->mu);
   l->notify_held = 1;
@@ -147,6 +155,7 @@ unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id) {
 void zkl_lock_release(zkl_lock *l) {
   pthread_mutex_lock(&l->t.c->mu);
   lock_release_locked(l);
+  lock_end_resting(l);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
@@ -154,6 +163,7 @@ void zkl_lock_drop(zkl_lock *l) {
   zkl_client *c = l->t.c;
   pthread_mutex_lock(&c->mu);
   lock_release_locked(l);
+  lock_end_resting(l);
   zkl_task_unref(&l->t);
   pthread_mutex_unlock(&c->mu);
   zkl_client_unref(c);

@@ -13,6 +13,7 @@
 
 void lock_free(zkl_task *t) {
   zkl_lock *l = LOCK(t);
+  if (l->over) zkl_task_unref(&l->over->t);
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
   if (l->g) {
     free(l->g->rpath); free(l->g->rdata); free(l->g->wpath);
@@ -135,5 +136,6 @@ int lock_overdue(const zkl_lock *l, double now) {
 int lock_held_now(zkl_lock *l) {
   if (l->state != L_HELD || l->lost) return 0;
   if (lock_overdue(l, zkl_bootnow())) return 0; /* max_hold (section 9.6) */
+  if (l->over && !lock_held_now(l->over)) return 0; /* (its write ended) */
   return lock_margin_ok(l);
 }

@@ -120,9 +120,7 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
     if (l->hold_until > 0 && l->hold_until < *next) *next = l->hold_until;
     return 1;
   }
-  lock_lost_event(l);
-  lock_release_locked(l); /* (Lua reports "lock_lost": held() is false) */
-  zkl_task_notify(t);
+  lock_lost(l); /* (Lua reports "lock_lost": held() is false) */
   return 0;
 }
 

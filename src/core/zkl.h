@@ -288,6 +288,10 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
 int zkl_lock_linger(zkl_lock *l, double seconds);
 int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait);
 void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
+/* A downgraded read (docs/design.md, section 5): l holds only while the
+ * write attempt w (same client) does, and ends with it; NULL: on its own
+ * again. */
+void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w);
 int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
 int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
                          int64_t *version, zkl_error *err);

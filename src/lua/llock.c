@@ -192,6 +192,21 @@ static int llock_watch_contenders(lua_State *L) {
   return 0;
 }
 
+/* attempt:rest_on(write_attempt | nil): a downgraded read holds only
+ * while that write attempt (of the same client) does */
+static int llock_rest_on(lua_State *L) {
+  zkl_lock *l = llock_check(L), *w = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    llock_box *b = (llock_box *)luaL_checkudata(L, 2, ZKL_ATTEMPT_MT);
+    luaL_argcheck(L, b->l != NULL, 2, "lock attempt is gone");
+    luaL_argcheck(L, zkl_lock_client(b->l) == zkl_lock_client(l) &&
+                  b->l != l, 2, "another attempt of the same client expected");
+    w = b->l;
+  }
+  zkl_lock_rest_on(l, w);
+  return 0;
+}
+
 /* attempt:serial() -> n: tells this attempt's events (client:_events()
  * entries' third field) from those of the client's other attempts */
 static int llock_serial(lua_State *L) {
@@ -289,6 +304,7 @@ void zkl_open_lock(lua_State *L) {
     { "revocable", llock_revocable },
     { "notify_held", llock_notify_held },
     { "serial", llock_serial },
+    { "rest_on", llock_rest_on },
     { "read_with", llock_read_with },
     { "linger", llock_linger },
     { "relock", llock_relock },
