@@ -35,12 +35,16 @@ describe("chaos run", function()
     end)
   end
 
-  it("short profile on a random seed: every recipe and option under " ..
-     "faults and the chaos actor, no violation", function()
-    local s = C.run("short")
-    local replay = ("replay: make chaos PROFILE=short SEED=%d"):format(s.seed)
-    print("\n" .. s.line .. "\n" .. replay)
-    assert.is_true(s.ok, s.line .. "\n" .. replay)
-    assert.is_true(s.holds > 100, s.line)
-  end)
+  -- (under the other: its workers alternate Lua 5.4 and LuaJIT anyway)
+  if H.is54 then
+    it("short profile on a random seed: every recipe and option under " ..
+       "faults and the chaos actor, no violation", function()
+      local s = C.run("short")
+      local replay = ("replay: make chaos PROFILE=short SEED=%d")
+        :format(s.seed)
+      print("\n" .. s.line .. "\n" .. replay)
+      assert.is_true(s.ok, s.line .. "\n" .. replay)
+      assert.is_true(s.holds > 100, s.line)
+    end)
+  end
 end)
