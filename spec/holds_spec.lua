@@ -454,6 +454,24 @@ describe("one model of a hold (issue 22)", function()
     assert.same({}, H.lock_nodes(zk, path))
   end)
 
+  it("with_lock over a multilock released in a member's on_revoke: " ..
+     "lock_lost after fn", function()
+    local path = H.path("wl-ml")
+    local a, b = zk:mutex(path .. "/a"), zk:mutex(path .. "/b")
+    local ml = zk:multilock({ a, b })
+    b:on_revoke(function() ml:release() end)
+    local r1, msg, code = zklock.with_lock(ml, 5, function()
+      assert.equal(1, zklock.revoke(zk2, path .. "/b"))
+      dispatch_until(zk, function() return not b:is_held() end, "revoke")
+      return "done"
+    end)
+    assert.is_nil(r1)
+    assert.equal("lock_lost", code)
+    assert.matches("revoked", msg)
+    assert.has_error(function() ml:release() end) -- then: not held
+    assert.same({}, H.lock_nodes(zk, path))
+  end)
+
   -- item 17 -----------------------------------------------------------------
   it("dispatch re-entered by a callback that waits keeps the order of " ..
      "events", function()

@@ -48,8 +48,11 @@ function client_methods:multilock(locks)
   table.sort(list, function(a, b) return a.key < b.key end)
   local sorted = {}
   for i, e in ipairs(list) do sorted[i] = e.lock end
+  -- owners: owner key -> levels held; ended: owner key -> why its hold
+  -- ended in a member's callback (its own release then says lock_lost)
   return box(MultiLock, { locks = sorted, client = self,
-    owners = setmetatable({}, WEAK_KEYS) })
+    owners = setmetatable({}, WEAK_KEYS),
+    ended = setmetatable({}, WEAK_KEYS) })
 end
 
 local function multi_fields(self, fname)
@@ -71,6 +74,7 @@ function MultiLock:acquire(timeout, opts)
   end
   local deadline = timeout and now() + timeout
   local co = me()
+  m.ended[co] = nil
   local taken = 0
   -- abandoned (an error out of a wait, coroutine.close()): the members
   -- taken so far are let go of at once (issue 22, item 3)
@@ -114,10 +118,19 @@ end
 function MultiLock:release()
   local m = multi_fields(self, "release")
   local co = me()
+  if not m.owners[co] and m.ended[co] then -- (released in a callback)
+    local why = m.ended[co]
+    m.ended[co] = nil
+    return nil, "multilock: lock lost: " .. why, "lock_lost"
+  end
   if not m.owners[co] then
     argerror(1, "release", "multilock not held by the calling coroutine")
   end
   m.owners[co] = m.owners[co] > 1 and m.owners[co] - 1 or nil
+  local why = R.acting_why()
+  if not m.owners[co] and (why == "revoke" or why == "lost") then
+    m.ended[co] = why == "revoke" and "revoked" or "lost"
+  end
   local r1, r2, r3 = true, nil, nil
   for i = #m.locks, 1, -1 do
     local l = m.locks[i]
