@@ -166,6 +166,8 @@ soak: deps all
 #  - spec/torture_spec.lua and spec/chaos_spec.lua: their work happens in
 #    worker processes, which valgrind does not follow (the same C paths run
 #    in every other spec; make asan runs them, workers included);
+#  - the #busythread-tagged spec: valgrind runs one thread at a time, and
+#    its churning thread stalls every spawn for seconds (make asan runs it);
 #  - the #fork-tagged spec: valgrind hangs in a forked child of a threaded
 #    process (make asan runs it).
 MEMCHECK_EXCLUDE = spec/nginx_spec.lua spec/torture_spec.lua \
