@@ -140,6 +140,14 @@ describe("chaos checkers", function()
     assert.equal(0, #K.wedges(logs({ a, hold("mutex", "m1", "x/2.0", 9, 14) }),
       PLAN, 2))
     assert.equal(0, #K.wedges(logs({ a, "F kill 11 11 2" }), PLAN, 2, 4))
+    -- a hold dropped for garbage collection may hold until the next hold
+    -- begins (the collector is not bounded); one released is not
+    local dropped = hold("mutex", "m1", "x/2.0", 8, 9,
+      { rel_t = -1, rel_e = -1, rel = "none" })
+    assert.equal(0, #K.wedges(logs({ a, dropped,
+      hold("mutex", "m1", "y/3.0", 16, 17) }), PLAN, 2))
+    assert.equal(1, #K.wedges(logs({ a, hold("mutex", "m1", "x/2.0", 8, 9),
+      hold("mutex", "m1", "y/3.0", 16, 17) }), PLAN, 2))
   end)
 
   it("barrier: a wait that returned while the barrier stood", function()

@@ -351,9 +351,20 @@ function K.wedges(logs, plan, gap, after)
   local v = {}
   local ws = windows(logs, after or 0)
   local busy = {}
-  for _, h in ipairs(list(logs, "H")) do
+  local hs = list(logs, "H")
+  for _, h in ipairs(hs) do
     busy[h.target] = busy[h.target] or {}
-    table.insert(busy[h.target], { h.t0, math.max(h.t1, h.rel_e) })
+    local e = math.max(h.t1, h.rel_e)
+    if h.rel == "none" then
+      -- dropped for garbage collection: its node goes when the collector
+      -- gets to the object (api.md), which nothing bounds; it may be
+      -- there until the next hold of the target begins
+      e = math.huge
+      for _, x in ipairs(hs) do
+        if x.target == h.target and x.t0 > h.t0 and x.t0 < e then e = x.t0 end
+      end
+    end
+    table.insert(busy[h.target], { h.t0, e })
   end
   -- a multilock holds its first members while it waits for the next
   for _, a in ipairs(list(logs, "A")) do
