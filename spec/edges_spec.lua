@@ -13,12 +13,7 @@ local function op(zk, method, ...)
 end
 
 -- Run the callbacks zk has queued until `cond()` or 10 s.
-local function dispatch_until(zk, cond, what)
-  H.wait_until(function()
-    zk:dispatch()
-    return cond()
-  end, 10, what)
-end
+local dispatch_until = H.dispatch_until
 
 -- "user:base64(sha1(user:password))", the digest scheme's id
 local function digest_id(user, password)

@@ -52,6 +52,14 @@ function H.known_bug(it, pending, reason, name, fn)
   end
 end
 
+--- Run zk's callbacks (zk:dispatch()) until cond() holds; error after 10 s.
+function H.dispatch_until(zk, cond, what)
+  H.wait_until(function()
+    zk:dispatch()
+    return cond()
+  end, 10, what)
+end
+
 --- Poll fn until it returns a truthy value; error after timeout seconds.
 function H.wait_until(fn, timeout, what)
   local deadline = core.now() + (timeout or 10)

@@ -9,12 +9,7 @@ local zklock, runtime = H.zklock, require "zklock.runtime"
 
 local it_yields = H.it_yields(it) -- (not under PUC Lua 5.1)
 
-local function dispatch_until(zk, cond, what)
-  H.wait_until(function()
-    zk:dispatch()
-    return cond()
-  end, 10, what)
-end
+local dispatch_until = H.dispatch_until
 
 -- A waiter that yields inside coroutines (H.run's), and raises "abandon"
 -- in the coroutine named by `abandon.co` once it is set.
