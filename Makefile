@@ -6,8 +6,26 @@ LUA_INC_DIR ?= /usr/include
 CC         ?= cc
 CFLAGS     ?= -O2 -g
 WARN        = -Wall -Wextra -Wmissing-prototypes -Wstrict-prototypes -Wshadow
-ZK_CFLAGS   = -DTHREADED -D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden
-LIBS        = -lzookeeper_mt -lpthread
+# ZK=tls (the default): link the static ZooKeeper C client built with
+# OpenSSL and Cyrus SASL from Debian's source (tools/zkclient.sh, into
+# build/zkc); ZK=system: Debian's libzookeeper_mt, without TLS or SASL
+# (docs/security.md, "Builds").  Switching: make clean first.
+ZK         ?= tls
+ZKC         = build/zkc
+ifeq ($(ZK),system)
+ZK_INC      =
+ZK_LIBS     = -lzookeeper_mt
+ZK_DEP      =
+else
+ZK_INC      = -I$(ZKC)/include -DHAVE_OPENSSL_H -DHAVE_CYRUS_SASL_H \
+              -DZKL_WITH_OPENSSL -DZKL_STATIC_ZKC
+ZK_LIBS     = $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
+              -Wl,--exclude-libs,ALL -lssl -lcrypto -lsasl2 -lm -lrt
+ZK_DEP      = $(ZKC)/stamp
+endif
+ZK_CFLAGS   = -DTHREADED -D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden \
+              $(ZK_INC)
+LIBS        = $(ZK_LIBS) -lpthread
 
 # zklock.core: the core (src/core, no Lua) and its binding (src/lua);
 # zklock.testing.core: test equipment (src/testing), with the core's and
@@ -15,11 +33,12 @@ LIBS        = -lzookeeper_mt -lpthread
 SRC  = $(wildcard src/core/*.c) $(wildcard src/lua/*.c)
 HDRS = $(wildcard src/core/*.h) $(wildcard src/lua/*.h)
 TSRC = $(wildcard src/testing/*.c) src/core/util.c src/core/errors.c \
-       src/lua/lutil.c
+       src/core/zkcshim.c src/lua/lutil.c
 THDRS = $(HDRS) $(wildcard src/testing/*.h)
 
 # Debian packages: what `make deps` installs when missing.
-DEPS = zookeeper libzookeeper-mt-dev lua5.4 liblua5.4-dev luajit2 \
+DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
+       libssl-dev libsasl2-dev libsasl2-modules openssl lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
        nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client
@@ -36,24 +55,25 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/revoke_spec.lua
 
 .PHONY: all deps dev-deps test demo bench memcheck asan torture chaos chaos-found soak clean \
+        distclean \
         compat test-compat lint docs rockspec-check
 
 all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so \
      build/lua5.4/zklock/testing/core.so build/luajit/zklock/testing/core.so
 
-build/lua5.4/zklock/core.so: $(SRC) $(HDRS)
+build/lua5.4/zklock/core.so: $(SRC) $(HDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA54_INC) -shared -o $@ $(SRC) $(LIBS)
 
-build/luajit/zklock/core.so: $(SRC) $(HDRS)
+build/luajit/zklock/core.so: $(SRC) $(HDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(SRC) $(LIBS)
 
-build/lua5.4/zklock/testing/core.so: $(TSRC) $(THDRS)
+build/lua5.4/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA54_INC) -shared -o $@ $(TSRC) $(LIBS)
 
-build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
+build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
 
@@ -61,11 +81,11 @@ build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
 compat: $(foreach v,$(COMPAT),build/$(v)/zklock/core.so \
           build/$(v)/zklock/testing/core.so)
 
-build/lua5.%/zklock/core.so: $(SRC) $(HDRS)
+build/lua5.%/zklock/core.so: $(SRC) $(HDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA_INC_DIR)/lua5.$* -shared -o $@ $(SRC) $(LIBS)
 
-build/lua5.%/zklock/testing/core.so: $(TSRC) $(THDRS)
+build/lua5.%/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUA_INC_DIR)/lua5.$* -shared -o $@ $(TSRC) $(LIBS)
 
@@ -73,28 +93,34 @@ build/lua5.%/zklock/testing/core.so: $(TSRC) $(THDRS)
 # build/asan for Lua 5.4 (outside scripts use LUA_CPATH='build/asan/?.so'),
 # build/asan-luajit for nginx
 ASAN_CFLAGS = -O1 -g -fsanitize=address -fno-omit-frame-pointer
-build/asan/zklock/core.so: $(SRC) $(HDRS)
+build/asan/zklock/core.so: $(SRC) $(HDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUA54_INC) -shared -o $@ $(SRC) $(LIBS)
 
-build/asan-luajit/zklock/core.so: $(SRC) $(HDRS)
+build/asan-luajit/zklock/core.so: $(SRC) $(HDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUAJIT_INC) -shared -o $@ $(SRC) $(LIBS)
 
-build/asan/zklock/testing/core.so: $(TSRC) $(THDRS)
+build/asan/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUA54_INC) -shared -o $@ $(TSRC) $(LIBS)
 
-build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS)
+build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
 
 deps:
 	@sh tools/deps.sh $(DEPS)
+	@$(if $(ZK_DEP),sh tools/zkclient.sh $(ZKC))
+
+# the TLS/SASL C client (ZK=tls): built once per zookeeper package version
+$(ZKC)/stamp:
+	@sh tools/deps.sh $(DEPS)
+	@sh tools/zkclient.sh $(ZKC)
 
 dev-deps:
 	@sh tools/deps.sh $(DEV_DEPS)
@@ -180,7 +206,11 @@ asan: deps build/asan/zklock/core.so build/asan-luajit/zklock/core.so \
       build/asan/zklock/testing/core.so build/asan-luajit/zklock/testing/core.so
 	@sh spec/asan.sh
 
+# clean keeps the built C client (build/zkc: a download); distclean not
 clean:
+	find build -mindepth 1 -maxdepth 1 ! -name zkc -exec rm -rf {} +
+
+distclean:
 	rm -rf build
 
 build/floor: bench/floor.c

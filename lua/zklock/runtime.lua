@@ -458,6 +458,58 @@ local function check_acl(acl, auth, fname)
   return preset
 end
 
+-- opts.tls and opts.sasl (docs/security.md) as one flat table for C, or
+-- nil.  A password comes from `password` or the first line of
+-- `password_file`; a file that cannot be read is an argument error.
+local TLS_KEYS = { ca = true, cert = true, key = true, key_password = true }
+local SASL_KEYS = { mechanism = true, user = true, password = true,
+  password_file = true, realm = true, service = true, server = true }
+local function check_secure(opts, fname)
+  local tls, sasl = opts.tls, opts.sasl
+  if tls == nil and sasl == nil then return nil end
+  local out = {}
+  for _, part in ipairs({ { "tls", tls, TLS_KEYS },
+                          { "sasl", sasl, SASL_KEYS } }) do
+    local name, t, keys = part[1], part[2], part[3]
+    if t ~= nil and type(t) ~= "table" then
+      argerror(2, fname, name .. " must be a table")
+    end
+    for k, v in pairs(t or {}) do
+      if not keys[k] then
+        argerror(2, fname, ("%s.%s: no such option"):format(name,
+          tostring(k)))
+      end
+      if type(v) ~= "string" or v == "" or v:find("\0", 1, true) then
+        argerror(2, fname, ("%s.%s must be a non-empty string"):format(name,
+          k))
+      end
+      out[k] = v
+    end
+  end
+  if tls and not (tls.ca and tls.cert and tls.key) then
+    argerror(2, fname, "tls needs ca, cert and key (PEM files; the C " ..
+      "client always presents a client certificate)")
+  end
+  if sasl then
+    out.mechanism = sasl.mechanism or "DIGEST-MD5"
+    if sasl.password and sasl.password_file then
+      argerror(2, fname, "sasl: password or password_file, not both")
+    end
+    if sasl.password_file then
+      local f, why = io.open(sasl.password_file, "rb")
+      if not f then argerror(2, fname, "sasl.password_file: " .. why) end
+      out.password = (f:read("*l") or ""):gsub("\r$", "")
+      f:close()
+      out.password_file = nil
+    end
+    if out.mechanism == "DIGEST-MD5" and not (out.user and out.password) then
+      argerror(2, fname, "sasl DIGEST-MD5 needs user and password " ..
+        "(or password_file)")
+    end
+  end
+  return out
+end
+
 -- What `await` polls while the session is in state `passing` (connecting
 -- at first, expired while a new session opens): "pending" until it leaves.
 function R.session_leaving(client, passing)
@@ -507,8 +559,9 @@ function R.open(hosts, opts, fname)
       then
     argerror(2, fname, "id must be a string no longer than max_data")
   end
+  local secure = check_secure(opts, fname)
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
-    renew ~= false, md)
+    renew ~= false, md, secure)
   if not c then return nil, msg, code end
   R.ids[c] = id
   if renew ~= false then renews[c] = true end

@@ -31,6 +31,11 @@ local JVM_OPTS = "-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
   .. " -Dorg.slf4j.simpleLogger.showDateTime=true"
   .. " -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"
 local START_TIMEOUT, STOP_TIMEOUT, LOG_TAIL = 30, 10, 40
+-- A TLS server needs Netty (NettyServerCnxnFactory): Debian installs it
+-- beside ZooKeeper, but its manifest leaves these three off the class path.
+local NETTY = "/usr/share/java/netty-codec.jar"
+  .. ":/usr/share/java/netty-resolver.jar"
+  .. ":/usr/share/java/netty-transport-native-unix-common.jar"
 
 local live = {} -- state -> true for every server not closed yet
 
@@ -117,8 +122,22 @@ local function kill(st)
   st.jvm, st.paused = nil, false
 end
 
+-- A four-letter word; over TLS (st.tls: the client's certificate) through
+-- `openssl s_client`, which exits when the server closes after answering.
+local function four_letter(st, cmd, timeout)
+  if not st.tls then
+    return tcore.four_letter(st.host, st.port, cmd, timeout)
+  end
+  local out = capture(("printf %%s %s | timeout %g openssl s_client -quiet "
+    .. "-connect %s:%d -cert %s -key %s -CAfile %s 2>/dev/null")
+    :format(quote(cmd), timeout or 2, st.host, st.port, quote(st.tls.cert),
+            quote(st.tls.key), quote(st.tls.ca)))
+  if out == "" then return nil, "no answer over TLS", "connection_loss" end
+  return out
+end
+
 local function mode(st, timeout)
-  local r = tcore.four_letter(st.host, st.port, "srvr", timeout or 1)
+  local r = four_letter(st, "srvr", timeout or 1)
   return r and r:match("Mode: (%a+)")
 end
 
@@ -126,11 +145,12 @@ local function spawn(st)
   st.starts = st.starts + 1
   spit(log_path(st), ("--- zklock.testing: start %d ---\n"):format(st.starts),
        "ab")
-  local cmd = ("cd %s || exit 1; %s %s -Dzklock.testing.dir=%s -cp %s "
+  local cmd = ("cd %s || exit 1; %s %s%s -Dzklock.testing.dir=%s -cp %s "
     .. "org.apache.zookeeper.server.quorum.QuorumPeerMain %s "
     .. ">>%s 2>&1 </dev/null & echo $!"):format(quote(st.dir), JAVA,
-    JVM_OPTS, quote(st.dir), quote(CLASSPATH), quote(st.dir .. "/zoo.cfg"),
-    quote(log_path(st)))
+    JVM_OPTS, st.jvm_opts or "", quote(st.dir),
+    quote(CLASSPATH .. (st.tls and ":" .. NETTY or "")),
+    quote(st.dir .. "/zoo.cfg"), quote(log_path(st)))
   st.jvm, st.paused = tonumber(capture(cmd):match("%d+")), false
   st.jvm_started = select(2, proc_stat(st.jvm))
 end
@@ -141,11 +161,10 @@ end
 local function wait_ready(st, deadline)
   local ready = poll(deadline - core.now(), function()
     if not alive(st) then return "exited" end
-    if tcore.four_letter(st.host, st.port, "ruok", 1) ~= "imok"
-      or not mode(st) then
+    if four_letter(st, "ruok", 1) ~= "imok" or not mode(st) then
       return nil
     end
-    local conf = tcore.four_letter(st.host, st.port, "conf", 1) or ""
+    local conf = four_letter(st, "conf", 1) or ""
     return conf:find("dataDir=" .. st.dir .. "/", 1, true) and "ready"
   end)
   if ready == "ready" then return true end
@@ -172,20 +191,130 @@ local function close(st)
   live[st] = nil
 end
 
--- Makes the directory, zoo.cfg and myid of a new server (not started).
-local function new_state(port, opts, id, servers)
+-- A new directory named prefix-XXXXXX under $ZKLOCK_TEST_TMP (or /tmp).
+local function mktemp(prefix)
   local base = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
   if base:sub(1, 1) ~= "/" then base = os.getenv("PWD") .. "/" .. base end
-  local dir = capture("mktemp -d " .. quote(base .. "/zklock-zk-XXXXXX")
+  local dir = capture("mktemp -d " .. quote(base .. "/" .. prefix .. "XXXXXX")
                       .. " 2>/dev/null"):match("[^\n]+")
   if not dir then error("zklock.testing: cannot mktemp in " .. base, 0) end
+  return dir
+end
+
+--- Makes a throwaway certificate authority and certificates (PEM, EC
+-- P-256) for TLS specs, with `openssl`.
+-- @param dir optional directory (default: a new one under
+-- `$ZKLOCK_TEST_TMP` or `/tmp`)
+-- @return a table: `dir`, `ca` (the CA's certificate), and ready-made
+-- `tls` options for `zklock.connect`: `client` (good), `encrypted` (its
+-- key under `key_password`), `expired` (an expired certificate),
+-- `stranger` (signed by another CA, which the server does not trust),
+-- `wrong_ca` (a good certificate, but a CA that does not verify the
+-- server); `server` ({ cert, key }), `expired_server` (expired)
+function M.certificates(dir)
+  dir = dir or mktemp("zklock-tls-")
+  if not run("mkdir -p " .. quote(dir)) then
+    error("zklock.testing: cannot make " .. dir, 0)
+  end
+  local function ossl(args)
+    if not run("cd " .. quote(dir) .. " && openssl " .. args
+               .. " >>openssl.log 2>&1") then
+      error("zklock.testing: openssl " .. args .. " failed (" .. dir
+            .. "/openssl.log)", 0)
+    end
+  end
+  local newkey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+  for _, ca in ipairs({ "ca", "other-ca" }) do
+    ossl(("req -x509 %s -keyout %s.key -out %s.pem -days 3650 -subj "
+          .. "'/CN=zklock test %s'"):format(newkey, ca, ca, ca))
+  end
+  spit(dir .. "/server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+  local function leaf(name, cn, ca, days, csr)
+    if not csr then
+      ossl(("req %s -keyout %s.key -out %s.csr -subj '/CN=%s'")
+           :format(newkey, name, name, cn))
+    end
+    ossl(("x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial "
+          .. "-out %s.pem -days %d%s"):format(csr or name, ca, ca, name, days,
+          cn == "localhost" and " -extfile server.ext" or ""))
+  end
+  leaf("server", "localhost", "ca", 3650)
+  leaf("expired-server", "localhost", "ca", -1, "server")
+  leaf("client", "zklock-client", "ca", 3650)
+  leaf("expired", "zklock-client", "ca", -1, "client")
+  leaf("stranger", "zklock-stranger", "other-ca", 3650)
+  ossl("pkey -in client.key -out client-encrypted.key -aes256 "
+       .. "-passout pass:zklock-key")
+  local function p(name) return dir .. "/" .. name end
+  local ca = p("ca.pem")
+  return {
+    dir = dir, ca = ca,
+    client = { ca = ca, cert = p("client.pem"), key = p("client.key") },
+    encrypted = { ca = ca, cert = p("client.pem"),
+                  key = p("client-encrypted.key"),
+                  key_password = "zklock-key" },
+    expired = { ca = ca, cert = p("expired.pem"), key = p("client.key") },
+    stranger = { ca = ca, cert = p("stranger.pem"),
+                 key = p("stranger.key") },
+    wrong_ca = { ca = p("other-ca.pem"), cert = p("client.pem"),
+                 key = p("client.key") },
+    server = { cert = p("server.pem"), key = p("server.key") },
+    expired_server = { cert = p("expired-server.pem"),
+                       key = p("server.key") },
+  }
+end
+
+-- zoo.cfg lines and JVM options of a TLS-only server (client certificate
+-- required) and of a SASL server (docs/security.md, "Servers").
+local function secure_config(st, opts, cfg)
+  if opts.tls then
+    local certs = type(opts.tls) == "table" and opts.tls
+      or M.certificates(st.dir .. "/tls")
+    local srv = opts.tls_server or certs.server
+    local bundle = st.dir .. "/server-bundle.pem"
+    spit(bundle, (slurp(srv.key) or "") .. (slurp(srv.cert) or ""))
+    st.tls, st.certificates = certs.client, certs
+    cfg[#cfg + 1] = table.concat({
+      "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+      "secureClientPort=" .. st.port, "secureClientPortAddress=" .. HOST,
+      "ssl.keyStore.location=" .. bundle, "ssl.keyStore.type=PEM",
+      "ssl.trustStore.location=" .. certs.ca, "ssl.trustStore.type=PEM",
+      "ssl.clientAuth=need" }, "\n")
+  else
+    cfg[#cfg + 1] = "clientPort=" .. st.port .. "\nclientPortAddress=" .. HOST
+  end
+  if opts.sasl then
+    local users = type(opts.sasl) == "table" and opts.sasl.users
+      or { zklock = "zklock-secret" }
+    local lines, first = {}, nil
+    for user, pass in pairs(users) do
+      lines[#lines + 1] = ('  user_%s="%s"'):format(user, pass)
+      if not first or user < first then first = user end
+    end
+    table.sort(lines)
+    spit(st.dir .. "/jaas.conf", "Server {\n  org.apache.zookeeper.server."
+      .. "auth.DigestLoginModule required\n" .. table.concat(lines, "\n")
+      .. ";\n};\n")
+    st.jvm_opts = " -Djava.security.auth.login.config=" .. st.dir
+      .. "/jaas.conf"
+    st.sasl = { user = first, password = users[first] }
+    cfg[#cfg + 1] = "authProvider.1=org.apache.zookeeper.server.auth."
+      .. "SASLAuthenticationProvider"
+    if not (type(opts.sasl) == "table" and opts.sasl.required == false) then
+      cfg[#cfg + 1] = "enforce.auth.enabled=true\nenforce.auth.schemes=sasl"
+    end
+  end
+end
+
+-- Makes the directory, zoo.cfg and myid of a new server (not started).
+local function new_state(port, opts, id, servers)
+  local dir = mktemp("zklock-zk-")
   local st = { host = HOST, port = port, id = id, dir = dir, starts = 0,
                connect_string = HOST .. ":" .. port }
   live[st] = true
   assert(run("mkdir " .. quote(dir .. "/data")))
   local cfg = { "tickTime=" .. (opts.tick_time or 500),
-    "dataDir=" .. dir .. "/data", "clientPort=" .. port,
-    "clientPortAddress=" .. HOST, "admin.enableServer=false",
+    "dataDir=" .. dir .. "/data", "admin.enableServer=false",
     "4lw.commands.whitelist=*",
     "minSessionTimeout=" .. (opts.min_session_timeout or 1000),
     "maxSessionTimeout=" .. (opts.max_session_timeout or 60000) }
@@ -194,6 +323,7 @@ local function new_state(port, opts, id, servers)
     cfg[#cfg + 1] = "initLimit=10\nsyncLimit=5"
     cfg[#cfg + 1] = table.concat(servers, "\n")
   end
+  secure_config(st, opts, cfg)
   for k, v in pairs(opts.config or {}) do cfg[#cfg + 1] = k .. "=" .. v end
   spit(dir .. "/zoo.cfg", table.concat(cfg, "\n") .. "\n")
   return st
@@ -249,7 +379,7 @@ function Server:is_running() return alive(core.unbox(self)) end
 -- @return the answer text, or nil, message, code
 function Server:four_letter(cmd, timeout)
   local st = core.unbox(self)
-  return tcore.four_letter(st.host, st.port, cmd, timeout)
+  return four_letter(st, cmd, timeout)
 end
 
 --- Stops the server: SIGTERM, and SIGKILL if it has not exited within
@@ -335,8 +465,17 @@ end
 -- when it does not.
 -- @param opts optional table: `port` (default a free one), `tick_time`
 -- (ms, 500), `min_session_timeout` (ms, 1000), `max_session_timeout`
--- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30)
--- @return server: fields `host`, `port`, `connect_string`, `dir`;
+-- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30), `tls`
+-- (true, or a table from `certificates`: a TLS-only server on
+-- `secureClientPort` that requires a client certificate), `tls_server`
+-- (its own { cert, key }, default the certificates' `server`), `sasl`
+-- (true, or { users = { name = password, ... }, required = false }: SASL
+-- DIGEST-MD5 with those users, default { zklock = "zklock-secret" },
+-- required of every session unless `required = false`)
+-- @return server: fields `host`, `port`, `connect_string`, `dir`, and
+-- with `tls`, `tls` (the options a client connects with) and
+-- `certificates`; with `sasl`, `sasl` ({ user, password } of the first
+-- user by name);
 -- methods `pid`, `is_running`, `four_letter`, `stop`, `start`,
 -- `restart`, `pause`, `resume`, `log`, `close`
 function M.server(opts)

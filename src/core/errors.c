@@ -42,6 +42,7 @@ const char *zkl_rc_name(int rc) {
   case ZCLOSING: return "ZCLOSING";
   case ZNOTHING: return "ZNOTHING";
   case ZSESSIONMOVED: return "ZSESSIONMOVED";
+  case ZSESSIONCLOSEDREQUIRESASLAUTH: return "ZSESSIONCLOSEDREQUIRESASLAUTH";
   default: return "ZAPIERROR";
   }
 }
@@ -53,7 +54,8 @@ int zkl_code_from_rc(int rc) {
     return ZKL_ECONNECTION_LOSS;
   case ZSESSIONEXPIRED: return ZKL_ESESSION_EXPIRED;
   case ZCLOSING: case ZINVALIDSTATE: return ZKL_ECLOSED;
-  case ZNOAUTH: case ZAUTHFAILED: return ZKL_ENO_AUTH;
+  case ZNOAUTH: case ZAUTHFAILED: case ZSESSIONCLOSEDREQUIRESASLAUTH:
+    return ZKL_ENO_AUTH;
   case ZNONODE: return ZKL_ENO_NODE;
   case ZNODEEXISTS: return ZKL_ENODE_EXISTS;
   case ZNOTEMPTY: return ZKL_ENOT_EMPTY;

@@ -9,6 +9,8 @@
  *   task.c      the life cycle every ZooKeeper task shares: requests,
  *               enter/leave of completions, watch, finish, trouble,
  *               parent creation, references
+ *   secure.c    TLS and SASL: the checks, the zhandle's opening, the
+ *               diagnosis of a first connection that does not come
  *   session.c   the zhandle, its watcher, the timer thread, renewal;
  *               dispatches every event to the tasks through zkl_task_class
  *   locknode.c guard.c lock.c linger.c   the lock state machine (a
@@ -31,6 +33,30 @@
 
 typedef struct zkl_task zkl_task;
 typedef struct zkl_req zkl_req;
+
+/* ---- secure.c ----------------------------------------------------------- */
+/* What a secure session asked for: the client's own copy. */
+typedef struct zkl_secure {
+  char *tls;            /* "ca,cert,key[,password]" (zookeeper_init_ssl) */
+  char *ca, *cert, *key, *key_password;
+  char *mechanism, *user, *realm, *service, *server;
+  void *secret;         /* sasl_secret_t: the password */
+  size_t secret_len;
+  void *cbs;            /* sasl_callback_t[]: lives as long as the handle */
+} zkl_secure;
+zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err);
+void zkl_secure_free(zkl_secure *s);
+/* Before any connection: this build can, and the files load. */
+int zkl_secure_check(const zkl_secure *s, zkl_error *err);
+/* zookeeper_init2, _ssl or _sasl as s asks (s NULL: plaintext) */
+zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
+                           watcher_fn fn, int timeout_ms, void *ctx);
+/* One TLS handshake of our own with the first server of hosts: 1 with
+ * why when it says why a connection does not come (s NULL: a plaintext
+ * client, and the server speaks TLS); 0 when it cannot tell.  Blocks up
+ * to 2.5 s: the timer thread's, without the client's mutex. */
+int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
+                     size_t n);
 
 struct zkl_client {
   pthread_mutex_t mu;
@@ -64,6 +90,12 @@ struct zkl_client {
   char *chroot_note;      /* "(the chroot /x ... must exist)" */
   int chroot_ok, chroot_out;
   char *auth_scheme, *auth_cred; int auth_len;
+  zkl_secure *secure;     /* TLS or SASL; NULL: plaintext */
+  /* the diagnosis of a first connection a second late (secure.c): done
+   * once; tls_why says why it failed (state ZKL_TLS_FAILED) */
+  double opened_at;       /* monotonic: when the first session was opened */
+  int diagnosed;
+  char *tls_why;
   unsigned long n_sessions, n_lost;
   unsigned long n_attempts; /* lock attempts made: their serials */
   /* Connection-state notices (Curator's model, docs/api.md): queued as

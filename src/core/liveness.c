@@ -12,7 +12,17 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
     zkl_seterr(err, ZKL_ESESSION_EXPIRED, "session expired");
     return 0;
   case ZKL_AUTH_FAILED:
-    zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    if (c->secure && c->secure->mechanism)
+      zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s%s%s failed: "
+                 "the server refused the credentials", c->secure->mechanism,
+                 c->secure->user ? " as '" : "",
+                 c->secure->user ? c->secure->user : "",
+                 c->secure->user ? "'" : "");
+    else
+      zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    return 0;
+  case ZKL_TLS_FAILED:
+    zkl_seterr(err, ZKL_ETLS, "%s", c->tls_why ? c->tls_why : "TLS failed");
     return 0;
   case ZKL_CLOSED:
     zkl_seterr(err, ZKL_ECLOSED, "client is closed");

@@ -118,7 +118,8 @@ static void session_event(zkl_client *c, zhandle_t *zh, int state) {
     }
   } else if (state == ZOO_EXPIRED_SESSION_STATE ||
              state == ZOO_AUTH_FAILED_STATE) {
-    if (c->state != ZKL_CLOSED && c->state != ZKL_NO_CHROOT)
+    if (c->state != ZKL_CLOSED && c->state != ZKL_NO_CHROOT &&
+        c->state != ZKL_TLS_FAILED)
       c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
                                                     : ZKL_AUTH_FAILED;
     if (!c->lost_noticed) session_notice(c, "lost");
@@ -233,8 +234,8 @@ static int session_renew(zkl_client *c) {
   if (!c->closing && !c->timer_stop) {
     /* without the mutex: name resolution may take long */
     pthread_mutex_unlock(&c->mu);
-    zh = zookeeper_init2(c->hosts, session_watcher, c->timeout_req, NULL, c,
-                         0, zkl_log_line);
+    zh = zkl_secure_init(c->secure, c->hosts, session_watcher,
+                         c->timeout_req, c);
     pthread_mutex_lock(&c->mu);
   }
   c->renewing = 0;
@@ -255,6 +256,43 @@ static int session_renew(zkl_client *c) {
   return 1;
 }
 
+/* The first connection is a second late: one handshake of our own says
+ * whether TLS is why (secure.c); if so the client fails for good, with
+ * that reason, and its handle is closed (it would try for ever).  Timer
+ * thread, mu held on entry and return. */
+#define DIAGNOSE_AFTER 1.0 /* s */
+#define SASL_LOOK 0.25     /* s: how often a SASL client's state is read */
+static void session_diagnose(zkl_client *c) {
+  char why[512];
+  int verdict;
+  zhandle_t *zh;
+  zkl_task *t, *next;
+  c->diagnosed = 1;
+  pthread_mutex_unlock(&c->mu);
+  verdict = zkl_secure_probe(c->secure, c->hosts, why, sizeof why);
+  pthread_mutex_lock(&c->mu);
+  if (!verdict || c->state != ZKL_CONNECTING || c->connected_once ||
+      c->closing || c->renewing || !c->zh)
+    return;
+  free(c->tls_why);
+  c->tls_why = strdup(why);
+  c->state = ZKL_TLS_FAILED;
+  session_notice(c, "lost");
+  c->lost_noticed = 1;
+  SESSION_EACH(c, t, next)
+    if (t->cls->on_expired) t->cls->on_expired(t);
+  zh = c->zh;
+  c->zh = NULL;
+  c->old_zh = zh; /* (its watcher ignores it from now on) */
+  pthread_mutex_unlock(&c->mu);
+  zookeeper_close(zh); /* not a ZooKeeper thread: allowed */
+  pthread_mutex_lock(&c->mu);
+  c->old_zh = NULL;
+  session_drain(c);
+  c->ready_all = 1;
+  zkl_client_changed(c);
+}
+
 /* Holds are lost once the server may have expired the session (heard +
  * timeout); while any is held, a probe every third of the timeout keeps
  * `heard` fresh (the library's own pings are invisible to us). */
@@ -273,6 +311,26 @@ static void *session_timer(void *arg) {
       if (session_renew(c)) continue;
       if (c->timer_stop) break;
       next = now + 1; /* try again */
+    }
+    /* a SASL login the server refused: the C client stops (its state
+     * says AUTH_FAILED) but calls no watcher */
+    if (c->state == ZKL_CONNECTING && c->zh && !c->closing && c->secure &&
+        c->secure->mechanism) {
+      if (zoo_state(c->zh) == ZOO_AUTH_FAILED_STATE) {
+        session_event(c, c->zh, ZOO_AUTH_FAILED_STATE);
+        zkl_client_changed(c);
+        continue;
+      }
+      if (now + SASL_LOOK < next) next = now + SASL_LOOK;
+    }
+    if (c->state == ZKL_CONNECTING && !c->connected_once && !c->diagnosed &&
+        !c->closing && c->zh) {
+      double due = c->opened_at + DIAGNOSE_AFTER;
+      if (now >= due) {
+        session_diagnose(c);
+        continue;
+      }
+      if (due < next) next = due;
     }
     SESSION_EACH(c, k, kn)
       if (k->cls->check_lost)
@@ -322,13 +380,23 @@ static char *session_chroot_note(const char *chroot) {
 
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, int max_data,
-                           zkl_error *err) {
-  zkl_client *c = calloc(1, sizeof *c);
+                           const zkl_secure_opts *sec, zkl_error *err) {
+  zkl_client *c;
+  zkl_secure *secure = NULL;
   pthread_condattr_t ca;
+  if (sec && (!(secure = zkl_secure_new(sec, err)) ||
+              !zkl_secure_check(secure, err))) {
+    zkl_secure_free(secure);
+    zkl_acl_free(acl);
+    return NULL;
+  }
+  c = calloc(1, sizeof *c);
+  if (c) c->secure = secure;
+  else zkl_secure_free(secure);
   if (!c || !(c->hosts = strdup(hosts)) ||
       ((c->chroot = zkl_hosts_chroot(c->hosts)) &&
        !(c->chroot_note = session_chroot_note(c->chroot)))) {
-    if (c) free(c->hosts);
+    if (c) { free(c->hosts); zkl_secure_free(c->secure); }
     free(c);
     zkl_acl_free(acl);
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
@@ -354,8 +422,8 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
    * returns, sees c->zh set. */
   pthread_mutex_lock(&c->mu);
   errno = 0;
-  c->zh = zookeeper_init2(hosts, session_watcher, timeout_ms, NULL, c, 0,
-                          zkl_log_line);
+  c->opened_at = zkl_bootnow();
+  c->zh = zkl_secure_init(c->secure, hosts, session_watcher, timeout_ms, c);
   if (!c->zh) {
     int e = errno;
     pthread_mutex_unlock(&c->mu);
@@ -368,6 +436,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
     zkl_acl_free(&c->acl);
     free(c->hosts);
     free(c->chroot_note);
+    zkl_secure_free(c->secure);
     free(c);
     return NULL;
   }
@@ -470,6 +539,8 @@ void zkl_client_unref(zkl_client *c) {
   zkl_notify_free(c);
   free(c->hosts); free(c->chroot_note);
   free(c->auth_scheme); free(c->auth_cred);
+  zkl_secure_free(c->secure); /* (its callbacks outlived the handle) */
+  free(c->tls_why);
   zkl_acl_free(&c->acl);
   pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);

@@ -38,6 +38,7 @@ typedef struct zkl_event zkl_event;
   X(NODE_EXISTS, "node_exists")           \
   X(NOT_EMPTY, "not_empty")               \
   X(FORKED, "forked")                     \
+  X(TLS, "tls")                           \
   X(ZK_ERROR, "zk_error")
 
 enum zkl_code {
@@ -172,13 +173,34 @@ int zkl_acl_perms(const char *s);
 /* ---- session.c: the client ---------------------------------------------- */
 /* ZKL_NO_CHROOT: the session found no node at its connect string's chroot
  * (it stays so; every request fails with NO_NODE naming the chroot). */
+/* ZKL_TLS_FAILED: the first connection did not come, and a handshake of
+ * our own said why (a certificate refused, a plaintext port...: secure.c);
+ * it stays so, and every request fails with TLS. */
 enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
-       ZKL_CLOSED, ZKL_NO_CHROOT };
+       ZKL_CLOSED, ZKL_NO_CHROOT, ZKL_TLS_FAILED };
 
-/* acl: taken over by the client (freed with it, and on failure). */
+/* How a session is secured (docs/security.md); all NULL: plaintext.
+ * TLS: ca, cert and key (PEM files), key_password for an encrypted key;
+ * SASL: mechanism ("DIGEST-MD5", "GSSAPI"...), user, password (of
+ * password_len bytes), realm, and the server's service and name (default
+ * "zookeeper" and "zk-sasl-md5", as Java clients).  Strings are copied. */
+typedef struct zkl_secure_opts {
+  const char *ca, *cert, *key, *key_password;
+  const char *mechanism, *user, *password, *realm, *service, *server;
+  size_t password_len;
+} zkl_secure_opts;
+/* 1 when the linked C client has zookeeper_init_ssl; SASL: when built
+ * with Cyrus SASL's headers (secure.c) */
+int zkl_tls_available(void);
+int zkl_sasl_available(void);
+
+/* acl: taken over by the client (freed with it, and on failure).
+ * sec: NULL, or how the session is secured (checked first: a file that
+ * does not load, an expired certificate, no TLS in this build fail here
+ * with TLS). */
 zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
                            struct ACL_vector *acl, int renew, int max_data,
-                           zkl_error *err);
+                           const zkl_secure_opts *sec, zkl_error *err);
 /* Sent now and again to every new session; 0 with err on failure. */
 int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
                         int len, zkl_error *err);

@@ -2,11 +2,13 @@
  * state, the wake-up socket and the callback queue Lua drains. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lbind.h"
 
 static const char *const lclient_states[] = {
-  "connecting", "connected", "expired", "auth_failed", "closed", "no_chroot"
+  "connecting", "connected", "expired", "auth_failed", "closed", "no_chroot",
+  "tls_failed"
 };
 
 static zkl_client_box *lclient_box(lua_State *L, int idx) {
@@ -47,12 +49,69 @@ static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
   if (why) luaL_argerror(L, idx, why);
 }
 
-/* core.connect(hosts, timeout_ms, acl, renew [, max_data]) -> client
- *   | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a list.
+/* A string field of the table at idx, or NULL when absent; *len its
+ * length.  The string lives as long as the table holds it. */
+static const char *lclient_field(lua_State *L, int idx, const char *k,
+                                 size_t *len) {
+  const char *v = NULL;
+  lua_getfield(L, idx, k);
+  if (lua_type(L, -1) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
+  else if (!lua_isnil(L, -1))
+    luaL_error(L, "secure option '%s' must be a string", k);
+  lua_pop(L, 1); /* (still referenced by the table) */
+  return v;
+}
+
+/* The secure table at idx (zklock.connect's tls and sasl, checked and
+ * flattened by runtime.lua) as options; 0 when nil. */
+static int lclient_secure(lua_State *L, int idx, zkl_secure_opts *o) {
+  memset(o, 0, sizeof *o);
+  if (lua_isnoneornil(L, idx)) return 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  o->ca = lclient_field(L, idx, "ca", NULL);
+  o->cert = lclient_field(L, idx, "cert", NULL);
+  o->key = lclient_field(L, idx, "key", NULL);
+  o->key_password = lclient_field(L, idx, "key_password", NULL);
+  o->mechanism = lclient_field(L, idx, "mechanism", NULL);
+  o->user = lclient_field(L, idx, "user", NULL);
+  o->password = lclient_field(L, idx, "password", &o->password_len);
+  o->realm = lclient_field(L, idx, "realm", NULL);
+  o->service = lclient_field(L, idx, "service", NULL);
+  o->server = lclient_field(L, idx, "server", NULL);
+  if (o->ca || o->cert || o->key) {
+    if (!o->ca || !o->cert || !o->key)
+      luaL_argerror(L, idx, "tls needs ca, cert and key");
+    /* the C client takes them as one "ca,cert,key,password" string */
+    if (strchr(o->ca, ',') || strchr(o->cert, ',') || strchr(o->key, ',') ||
+        (o->key_password && strchr(o->key_password, ',')))
+      luaL_argerror(L, idx, "tls file names and key_password must not "
+                    "contain ','");
+  }
+  return o->ca || o->mechanism;
+}
+
+/* core.features() -> { tls = bool, sasl = bool }: what this build and the
+ * C client it is linked with can do */
+static int lclient_features(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  lua_pushboolean(L, zkl_tls_available());
+  lua_setfield(L, -2, "tls");
+  lua_pushboolean(L, zkl_sasl_available());
+  lua_setfield(L, -2, "sasl");
+  return 1;
+}
+
+/* core.connect(hosts, timeout_ms, acl, renew [, max_data [, secure]])
+ *   -> client | nil, msg, code;  acl: 0 open, 1 creator, 2 read, or a
+ * list; secure: { ca, cert, key, key_password, mechanism, user, password,
+ * realm, service, server }, each a string or nil.
  * Does not wait: zklock.connect waits for the first connection. */
 static int lclient_new(lua_State *L) {
   const char *hosts = zkl_checkhosts(L, 1);
-  lua_settop(L, 5); /* (the box pushed below is then index 6, not 3) */
+  zkl_secure_opts sec;
+  int secure;
+  lua_settop(L, 6); /* (the box pushed below is then index 7, not 3) */
+  secure = lclient_secure(L, 6, &sec);
   int timeout_ms = zkl_checkrange(L, 2, 1, 0x7fffffff, "timeout_ms");
   int renew = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
   int max_data = lua_isnoneornil(L, 5) ? ZKL_DATA_DEFAULT
@@ -77,7 +136,8 @@ static int lclient_new(lua_State *L) {
     ok = zkl_acl_preset(preset, &acl, &err);
   }
   if (!ok) return zkl_pusherr(L, &err);
-  b->c = zkl_client_new(hosts, timeout_ms, &acl, renew, max_data, &err);
+  b->c = zkl_client_new(hosts, timeout_ms, &acl, renew, max_data,
+                        secure ? &sec : NULL, &err);
   if (!b->c) return zkl_pusherr(L, &err);
   return 1;
 }
@@ -334,6 +394,7 @@ void zkl_open_client(lua_State *L) {
   };
   static const luaL_Reg funcs[] = {
     { "connect", lclient_new },
+    { "features", lclient_features },
     { "is_client", lclient_is_client },
     { NULL, NULL }
   };

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Build a TLS- and SASL-capable ZooKeeper C client from Debian's own source
+# package into DEST (default build/zkc): DEST/lib/libzookeeper.a and
+# libhashtable.a (static, position-independent), DEST/include/zookeeper
+# (the source's headers and the generated jute header).  docs/security.md, "The TLS build".
+#
+# The source comes from a private apt configuration (one deb-src stanza,
+# lists and cache under DEST/apt): the system's apt set-up is not touched.
+# It is the version of the installed `zookeeper` package, so that the C
+# client and the server beside it are one release.  Nothing is done when
+# DEST/stamp names that version already.
+#
+# Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
+# libsasl2-dev, the JDK and libzookeeper-java (its jar has the jute
+# compiler that writes the client's generated sources).
+set -eu
+DEST=${1:-build/zkc}
+mkdir -p "$DEST"
+DEST=$(cd "$DEST" && pwd)
+ver=$(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || true)
+if [ -z "$ver" ]; then
+  echo "zkclient.sh: the zookeeper package is not installed (make deps)" >&2
+  exit 1
+fi
+if [ -f "$DEST/stamp" ] && [ "$(cat "$DEST/stamp")" = "$ver" ] &&
+   [ -f "$DEST/lib/libzookeeper.a" ]; then
+  exit 0
+fi
+echo "building the TLS/SASL ZooKeeper C client $ver into $DEST"
+
+apt="$DEST/apt"
+rm -rf "$apt" "$DEST/src" "$DEST/cmake" "$DEST/lib" "$DEST/include"
+mkdir -p "$apt/parts" "$apt/lists/partial" "$apt/cache/archives/partial"
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+cat >"$apt/parts/zklock-src.sources" <<EOF
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: $codename $codename-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: $codename-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+set -- -o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt/parts" \
+       -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" \
+       -o APT::Sandbox::User=root
+apt-get "$@" -qq update
+(cd "$apt" && apt-get "$@" -qq source --download-only "zookeeper=$ver" >/dev/null)
+dsc=$(ls "$apt"/zookeeper_*.dsc)
+# (the .dsc's signature is checked by apt against the signed Sources list
+# that named its checksums; dpkg-source has no keyring for it)
+dpkg-source -q --no-check -x "$dsc" "$DEST/src" >/dev/null 2>&1
+
+c="$DEST/src/zookeeper-client/zookeeper-client-c"
+# the generated jute sources are not in the tree: the jar's compiler
+mkdir -p "$c/generated"
+(cd "$c/generated" &&
+ java -cp /usr/share/java/zookeeper-jute.jar \
+   org.apache.jute.compiler.generated.Rcc -l c \
+   "$DEST/src/zookeeper-jute/src/main/resources/zookeeper.jute" >/dev/null)
+
+cmake -S "$c" -B "$DEST/cmake" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DWITH_OPENSSL=ON \
+  -DWITH_CYRUS_SASL=ON -DWANT_CPPUNIT=OFF >"$DEST/cmake.log" 2>&1 || {
+  tail -30 "$DEST/cmake.log" >&2; exit 1; }
+grep -q 'OpenSSL libraries found' "$DEST/cmake.log" &&
+  grep -q 'Cyrus SASL 2.x found' "$DEST/cmake.log" || {
+  echo "zkclient.sh: cmake found no OpenSSL or no Cyrus SASL" \
+       "(libssl-dev, libsasl2-dev)" >&2; exit 1; }
+cmake --build "$DEST/cmake" --target zookeeper -j 2 >"$DEST/build.log" 2>&1 || {
+  tail -30 "$DEST/build.log" >&2; exit 1; }
+
+mkdir -p "$DEST/lib" "$DEST/include/zookeeper"
+cp "$DEST/cmake/libzookeeper.a" "$DEST/cmake/libhashtable.a" "$DEST/lib/"
+cp "$c"/include/*.h "$c"/generated/*.h "$DEST/include/zookeeper/"
+rm -rf "$DEST/cmake" "$DEST/src" "$apt"
+echo "$ver" >"$DEST/stamp"
