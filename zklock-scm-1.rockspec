@@ -65,7 +65,8 @@ build = {
         "src/core/lock.c", "src/core/lockapi.c", "src/core/locknode.c",
         "src/core/locksession.c",
         "src/core/names.c", "src/core/notify.c", "src/core/oneshot.c",
-        "src/core/op.c", "src/core/paths.c", "src/core/session.c",
+        "src/core/op.c", "src/core/paths.c", "src/core/secure.c",
+        "src/core/session.c", "src/core/zkcshim.c",
         "src/core/task.c",
         "src/core/util.c", "src/core/write.c", "src/lua/lcheck.c",
         "src/lua/lclient.c", "src/lua/lcore.c", "src/lua/llock.c",
@@ -82,7 +83,7 @@ build = {
       sources = {
         "src/testing/ltesting.c", "src/testing/netutil.c",
         "src/testing/proxy.c", "src/testing/churn.c", "src/core/util.c",
-        "src/core/errors.c", "src/lua/lutil.c",
+        "src/core/errors.c", "src/core/zkcshim.c", "src/lua/lutil.c",
       },
       defines = { "THREADED", "_GNU_SOURCE" },
       incdirs = { "$(ZOOKEEPER_INCDIR)" },

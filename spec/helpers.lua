@@ -74,8 +74,12 @@ function H.wait_until(fn, timeout, what)
 end
 
 function H.connect(srv, opts)
-  local hosts = type(srv) == "string" and srv or srv.connect_string
-  return assert(zklock.connect(hosts, opts or { session_timeout = 5 }))
+  if type(srv) == "string" then
+    return assert(zklock.connect(srv, opts or { session_timeout = 5 }))
+  end
+  -- a TLS or SASL server of zklock.testing: with its client settings
+  return assert(zklock.connect(srv.connect_string, opts or
+    { session_timeout = 5, tls = srv.tls, sasl = srv.sasl }))
 end
 
 -- busted loads this file afresh for every spec file (insulation), so a

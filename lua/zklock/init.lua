@@ -29,6 +29,9 @@ local M = {
   _VERSION = "0.1.0",
   --- Error codes, the third value of every failure: `zklock.errors.timeout`...
   errors = core.errors,
+  --- What this build can do: `{ tls = bool, sasl = bool }` (`tls`: the
+  -- linked ZooKeeper C client has TLS; docs/security.md, "Builds").
+  features = core.features(),
 }
 
 local now = core.now
@@ -68,9 +71,14 @@ end
 --  a list `{ { scheme, id, perms }, ... }`: docs/acl.md), `max_data`
 --  (longest data accepted, bytes; default 1 MiB - 8 KiB),
 --  `auth` ({scheme, credential}), `renew_session` (default true: after
---  an expiry the client opens a new session by itself)
+--  an expiry the client opens a new session by itself), `tls` ({ `ca`,
+--  `cert`, `key`, `key_password` }) or `sasl` ({ `mechanism` (default
+--  "DIGEST-MD5"), `user`, `password` or `password_file`, `realm`,
+--  `service`, `server` }): docs/security.md
 -- @return client, or nil, message, code ("no_node": the chroot of
---  `hosts` does not exist; "connection_loss": no connection in time)
+--  `hosts` does not exist; "connection_loss": no connection in time;
+--  "tls": a TLS set-up that cannot work, and why; "no_auth": a SASL
+--  login refused)
 function M.connect(hosts, opts)
   local c, ct, code = R.open(hosts, opts, "connect")
   if not c then return nil, ct, code end

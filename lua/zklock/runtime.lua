@@ -452,8 +452,8 @@ local function check_acl(acl, auth, fname)
     argerror(2, fname, "acl must be 'open', 'creator', 'read' or a list")
   end
   if preset ~= 0 and not auth then
-    argerror(2, fname, "acl '" .. acl .. "' needs auth: it names the " ..
-      "identities the session authenticates as")
+    argerror(2, fname, "acl '" .. acl .. "' needs auth or sasl: it " ..
+      "names the identities the session authenticates as")
   end
   return preset
 end
@@ -544,7 +544,7 @@ function R.open(hosts, opts, fname)
       or type(auth[2]) ~= "string") then
     argerror(2, fname, "auth must be { scheme, credential }")
   end
-  local acl = check_acl(opts.acl, auth, fname)
+  local acl = check_acl(opts.acl, auth or opts.sasl, fname)
   local md = opts.max_data
   if md ~= nil and (type(md) ~= "number" or md ~= floor(md) or md < 0 or
       md > 2 ^ 31 - 1) then

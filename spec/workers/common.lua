@@ -17,6 +17,17 @@ function W.wait_gate(gate, timeout)
   end
 end
 
+--- zklock.connect(hosts, opts) for a worker, where `hosts` may carry TLS
+-- settings as "tls=CA|CERT|KEY@HOSTS" (spec/tls_spec.lua).
+function W.connect(hosts, opts)
+  local ca, cert, key, rest = hosts:match("^tls=([^|]+)|([^|]+)|([^@]+)@(.*)$")
+  if ca then
+    opts = opts or {}
+    opts.tls, hosts = { ca = ca, cert = cert, key = key }, rest
+  end
+  return require("zklock").connect(hosts, opts)
+end
+
 --- Busy-wait `s` seconds: widens a window without giving up the CPU.
 function W.spin(s)
   local t = core.now() + s

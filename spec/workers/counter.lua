@@ -5,14 +5,13 @@
 -- not ("bypass"), reads the
 -- shared counter file, pauses, writes it back plus one, and logs the
 -- interval "<start> <end>" it spent inside (monotonic, system-wide).
-local zklock = require "zklock"
 local core = require "zklock.core"
 local W = dofile("spec/workers/common.lua")
 
 local hosts, path, file, logfile, cycles, mode, gate = ...
 cycles = tonumber(cycles)
 
-local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
+local zk = assert(W.connect(hosts, { session_timeout = 10 }))
 local m = mode == "semmutex" and zk:semaphore_mutex(path)
   or zk:mutex(path, mode == "linger" and { linger = 30 } or nil)
 local log = assert(io.open(logfile, "w"))

@@ -2,7 +2,6 @@
 -- delay_enter delay_leave`.  After the gate it waits `delay_enter` s, logs
 -- "arrive <t>", enters, logs "entered <t>", works `delay_leave` s, logs
 -- "leave <t>", leaves, and logs "left <t>" (monotonic, system-wide).
-local zklock = require "zklock"
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
 local W = dofile("spec/workers/common.lua")
@@ -16,7 +15,7 @@ local function delay(s) -- staggering only: nothing waits on it
   while core.now() < t do tcore.sleep(0.01) end
 end
 
-local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
+local zk = assert(W.connect(hosts, { session_timeout = 10 }))
 local db = zk:double_barrier(path, members)
 local log = assert(io.open(logfile, "w"))
 local function note(what)

@@ -189,6 +189,23 @@ static const char *secure_ossl_why(const char *dflt) {
   return r ? r : dflt;
 }
 
+/* The key's password: key_password, or none (OpenSSL's own callback
+ * would ask on the terminal). */
+static int secure_passwd(char *buf, int size, int rw, void *u) {
+  size_t n = u ? strlen(u) : 0;
+  (void)rw;
+  if (!u || size <= 0 || n >= (size_t)size) return -1;
+  memcpy(buf, u, n + 1);
+  return (int)n;
+}
+
+/* 1 when the key (under its password) loaded into ctx */
+static int secure_use_key(SSL_CTX *ctx, const zkl_secure *s) {
+  SSL_CTX_set_default_passwd_cb(ctx, secure_passwd);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, s->key_password);
+  return SSL_CTX_use_PrivateKey_file(ctx, s->key, SSL_FILETYPE_PEM) == 1;
+}
+
 /* The client's own side as OpenSSL reads it: CA, certificate, key (with
  * its password), their match, and the certificate's dates. */
 static int secure_check_files(const zkl_secure *s, zkl_error *err) {
@@ -208,9 +225,12 @@ static int secure_check_files(const zkl_secure *s, zkl_error *err) {
   } else if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
     zkl_seterr(err, ZKL_ETLS, "tls.cert %s: not a readable PEM "
                "certificate (%s)", s->cert, secure_ossl_why("unreadable"));
-  } else if ((SSL_CTX_set_default_passwd_cb_userdata(ctx, s->key_password),
-              SSL_CTX_use_PrivateKey_file(ctx, s->key, SSL_FILETYPE_PEM))
-             != 1) {
+  } else if (!secure_use_key(ctx, s) &&
+             ERR_GET_REASON(ERR_peek_last_error()) ==
+               X509_R_KEY_VALUES_MISMATCH) {
+    zkl_seterr(err, ZKL_ETLS, "tls.key %s is not the key of tls.cert %s",
+               s->key, s->cert);
+  } else if (!SSL_CTX_get0_privatekey(ctx)) {
     zkl_seterr(err, ZKL_ETLS, "tls.key %s: not a readable PEM private key%s "
                "(%s)", s->key, s->key_password ? ", or the wrong "
                "key_password" : " (an encrypted key needs key_password)",
@@ -410,10 +430,9 @@ int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
   if (!ctx) { close(fd); return 0; }
   if (s && s->tls) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    SSL_CTX_set_default_passwd_cb_userdata(ctx, s->key_password);
     if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1 ||
         SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1 ||
-        SSL_CTX_use_PrivateKey_file(ctx, s->key, SSL_FILETYPE_PEM) != 1)
+        !secure_use_key(ctx, s))
       goto done; /* (checked at connect: changed since) */
   } else {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);

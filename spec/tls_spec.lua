@@ -1,0 +1,247 @@
+-- TLS sessions (docs/security.md) against a real TLS-only ZooKeeper
+-- (secureClientPort only, a client certificate required): the recipes
+-- across processes over TLS, and every way a TLS set-up fails, each with
+-- its own message and the code "tls", well before the connect timeout.
+local H = require "spec.helpers"
+
+local zklock = H.zklock
+local unpack = table.unpack or unpack
+
+-- what a failed connect returned, and how long it took
+local function failing(hosts, opts)
+  opts.connect_timeout = opts.connect_timeout or 20
+  local t0 = H.now()
+  local c, msg, code = zklock.connect(hosts, opts)
+  if c then c:close() end
+  return c, msg, code, H.now() - t0
+end
+
+describe("TLS", function()
+  local srv, certs, zk
+
+  lazy_setup(function()
+    srv = H.testing.server({ tls = true })
+    certs = srv.certificates
+    zk = H.connect(srv, { tls = srv.tls, session_timeout = 5 })
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if srv then
+      H.assert_no_orphans(srv)
+      srv:close()
+    end
+  end)
+
+  it("this build has it", function()
+    assert.is_true(zklock.features.tls)
+  end)
+
+  it("the server is TLS-only, and a session over it works", function()
+    assert.matches("secureClientPort=" .. srv.port,
+                   srv:four_letter("conf"), 1, true)
+    assert.not_matches("\nclientPort=", srv:four_letter("conf"), 1, true)
+    local path = H.path("tls")
+    local m = zk:mutex(path)
+    assert.truthy(m:acquire(5))
+    assert.is_true(m:is_held())
+    assert.is_true(m:release())
+  end)
+
+  it("a mutex excludes across processes over TLS", function()
+    local path, file = H.path("tls-excl"), H.tmpname("counter")
+    H.write(file, "0")
+    local hosts = ("tls=%s|%s|%s@%s"):format(srv.tls.ca, srv.tls.cert,
+                                              srv.tls.key,
+                                              srv.connect_string)
+    local jobs = {}
+    for i = 1, 3 do
+      jobs[i] = { "spec/workers/counter.lua", hosts, path, file, "$LOG", 40,
+                  "lock", "$GATE" }
+    end
+    local intervals = {}
+    for _, text in ipairs(H.run_workers(jobs, 120)) do
+      for a, b in text:gmatch("(%S+) (%S+)") do
+        intervals[#intervals + 1] = { tonumber(a), tonumber(b) }
+      end
+    end
+    assert.equal(120, #intervals)
+    assert.equal(1, H.max_overlap(intervals))
+    assert.equal("120", H.read(file))
+    os.remove(file)
+  end)
+
+  it("a double barrier of 3 processes, and a barrier, over TLS", function()
+    local path = H.path("tls-dbar")
+    local hosts = ("tls=%s|%s|%s@%s"):format(srv.tls.ca, srv.tls.cert,
+                                              srv.tls.key,
+                                              srv.connect_string)
+    local jobs = {}
+    for i = 1, 3 do
+      jobs[i] = { "spec/workers/dbarrier.lua", hosts, path, 3, "$LOG",
+                  "$GATE", (i - 1) * 0.2, 0 }
+    end
+    local t = { arrive = {}, entered = {}, leave = {}, left = {} }
+    for _, text in ipairs(H.run_workers(jobs, 60)) do
+      for what, at in text:gmatch("(%a+) (%S+)") do
+        t[what][#t[what] + 1] = tonumber(at)
+      end
+    end
+    assert.equal(3, #t.entered)
+    assert.is_true(math.min(unpack(t.entered)) >= math.max(unpack(t.arrive)))
+    assert.same({}, H.children(zk, path))
+    -- the plain barrier: up, a wait that times out, down, a wait that passes
+    local b = zk:barrier(H.path("tls-bar"))
+    assert.truthy(b:set())
+    local ok, _, code = b:wait(0.2)
+    assert.is_nil(ok)
+    assert.equal("timeout", code)
+    assert.truthy(b:remove())
+    assert.truthy(b:wait(5))
+  end)
+
+  it("an encrypted key with its key_password", function()
+    local c = assert(zklock.connect(srv.connect_string,
+                                    { tls = certs.encrypted }))
+    assert.equal("connected", c:state())
+    c:close()
+  end)
+
+  describe("fails at once, with code tls and why", function()
+    it("a CA that does not verify the server", function()
+      local c, msg, code, took = failing(srv.connect_string,
+                                         { tls = certs.wrong_ca })
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("has a certificate that tls.ca " .. certs.wrong_ca.ca
+                     .. " does not verify", msg, 1, true)
+      assert.is_true(took < 10, "took " .. took)
+    end)
+
+    it("a client certificate the server does not trust", function()
+      local c, msg, code, took = failing(srv.connect_string,
+                                         { tls = certs.stranger })
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("refused the client certificate "
+                     .. certs.stranger.cert, msg, 1, true)
+      assert.is_true(took < 10, "took " .. took)
+    end)
+
+    it("an expired client certificate, before connecting", function()
+      local c, msg, code, took = failing(srv.connect_string,
+                                         { tls = certs.expired })
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("tls.cert " .. certs.expired.cert .. " has expired",
+                     msg, 1, true)
+      assert.is_true(took < 1, "took " .. took)
+    end)
+
+    it("a plaintext client on the TLS port", function()
+      local c, msg, code, took = failing(srv.connect_string, {})
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("speaks TLS: connect with tls", msg, 1, true)
+      assert.is_true(took < 10, "took " .. took)
+    end)
+
+    it("a TLS client on a plaintext port", function()
+      local plain = H.testing.server()
+      local c, msg, code, took = failing(plain.connect_string,
+                                         { tls = srv.tls })
+      plain:close()
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("does not speak TLS", msg, 1, true)
+      assert.is_true(took < 10, "took " .. took)
+    end)
+
+    it("a server whose certificate expired", function()
+      local old = H.testing.server({ tls = certs,
+                                     tls_server = certs.expired_server })
+      local c, msg, code, took = failing(old.connect_string,
+                                         { tls = certs.client })
+      old:close()
+      assert.is_nil(c)
+      assert.equal("tls", code)
+      assert.matches("does not verify: certificate has expired", msg, 1,
+                     true)
+      assert.is_true(took < 10, "took " .. took)
+    end)
+
+    it("files that do not load, a key of another certificate, a wrong " ..
+       "key_password", function()
+      local cases = {
+        { { ca = certs.dir .. "/none.pem", cert = certs.client.cert,
+            key = certs.client.key }, "tls.ca " .. certs.dir .. "/none.pem" },
+        { { ca = certs.ca, cert = certs.client.key, key = certs.client.key },
+          "tls.cert " .. certs.client.key .. ": not a readable PEM" },
+        { { ca = certs.ca, cert = certs.client.cert,
+            key = certs.stranger.key },
+          "tls.key " .. certs.stranger.key .. " is not the key of" },
+        { { ca = certs.ca, cert = certs.client.cert,
+            key = certs.encrypted.key, key_password = "wrong" },
+          "or the wrong key_password" },
+        { { ca = certs.ca, cert = certs.client.cert,
+            key = certs.encrypted.key },
+          "an encrypted key needs key_password" },
+      }
+      for _, case in ipairs(cases) do
+        local c, msg, code, took = failing(srv.connect_string,
+                                           { tls = case[1] })
+        assert.is_nil(c)
+        assert.equal("tls", code)
+        assert.matches(case[2], msg, 1, true)
+        assert.is_true(took < 1, "took " .. took)
+      end
+    end)
+  end)
+
+  it("misuse raises: a partial tls, unknown keys, ',' in a file name, " ..
+     "tls with sasl", function()
+    local hosts = srv.connect_string
+    assert.has_error(function()
+      zklock.connect(hosts, { tls = { ca = certs.ca } })
+    end, "bad argument #2 to 'connect' (tls needs ca, cert and key (PEM " ..
+      "files; the C client always presents a client certificate))")
+    assert.has_error(function()
+      zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
+                                       key = certs.ca, kee = "x" } })
+    end, "bad argument #2 to 'connect' (tls.kee: no such option)")
+    assert.has_error(function()
+      zklock.connect(hosts, { tls = "yes" })
+    end, "bad argument #2 to 'connect' (tls must be a table)")
+    assert.has_error(function()
+      zklock.connect(hosts, { tls = { ca = "/a,b", cert = certs.ca,
+                                       key = certs.ca } })
+    end)
+    local c, msg, code = zklock.connect(hosts, { tls = srv.tls,
+      sasl = { user = "u", password = "p" } })
+    assert.is_nil(c)
+    assert.equal("tls", code)
+    assert.matches("tls and sasl together", msg, 1, true)
+  end)
+
+  it("a renewed session is over TLS too", function()
+    local proxy = H.testing.proxy(srv)
+    local c = H.connect(proxy:connect_string(), { tls = srv.tls,
+                                                 session_timeout = 2 })
+    local first, got = c:session_id(), {}
+    c:on_state(function(new) got[#got + 1] = new end)
+    proxy:stall(true, true) -- silence: the server expires the session
+    local ok, err = pcall(H.dispatch_until, c, function()
+      return got[#got] == "lost"
+    end, "lost")
+    proxy:cut()
+    proxy:stall(false, false)
+    assert(ok, err)
+    H.dispatch_until(c, function() return got[#got] == "renewed" end,
+                     "renewed")
+    assert.not_equal(first, c:session_id())
+    local m = c:mutex(H.path("tls-renew"))
+    assert.truthy(m:acquire(5))
+    assert.is_true(m:release())
+    c:close()
+    proxy:close()
+  end)
+end)
