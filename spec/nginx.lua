@@ -50,7 +50,8 @@ local Instance = {}
 Instance.__index = Instance
 
 --- Start an instance and wait until it answers /ping.
--- opts: hosts (ZooKeeper connect string), workers (2), port (a free one),
+-- opts: hosts (ZooKeeper connect string), tls (the client's { ca, cert,
+-- key }, for a TLS ZooKeeper), workers (2), port (a free one),
 -- extra (server-level configuration text), http (http-level text), main
 -- (main-level text), worker_connections (4096), conf (template, default
 -- examples/nginx/nginx.conf)
@@ -83,8 +84,10 @@ function N.start(opts)
   -- make asan: nginx (and so its workers) runs with libasan preloaded
   local preload = os.getenv("ZKLOCK_NGX_PRELOAD")
   preload = preload and ("LD_PRELOAD='%s' "):format(preload) or ""
-  local out = capture(("%sZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf 2>&1; " ..
-    "echo rc=$?"):format(preload, opts.hosts, NGINX, prefix))
+  local tls = opts.tls and ("ZK_TLS_CA='%s' ZK_TLS_CERT='%s' ZK_TLS_KEY='%s' ")
+    :format(opts.tls.ca, opts.tls.cert, opts.tls.key) or ""
+  local out = capture(("%s%sZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf " ..
+    "2>&1; echo rc=$?"):format(preload, tls, opts.hosts, NGINX, prefix))
   if not out:match("rc=0%s*$") then
     sh(("rm -rf '%s'"):format(prefix))
     error("nginx did not start:\n" .. out)

@@ -404,3 +404,33 @@ describe("zklock under OpenResty (real nginx)", function()
     assert.equal(2, refusals, body)
   end)
 end)
+
+describe("zklock under OpenResty over TLS (a TLS-only ZooKeeper)", function()
+  local srv, zk
+
+  lazy_setup(function()
+    srv = H.testing.server({ tls = true })
+    zk = H.connect(srv)
+  end)
+  lazy_teardown(function()
+    N.stop_all()
+    if zk then zk:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  it("the stock service: 100 concurrent buys over 2 workers sell exactly " ..
+     "20", function()
+    local a = N.start { workers = 2, hosts = srv.connect_string,
+                        tls = srv.tls }
+    assert.equal(200, (a:get("/reset?n=20")))
+    local list = {}
+    for i = 1, 100 do list[i] = a:url("/buy") end
+    local st, n = N.parallel(list, 100)
+    assert.equal(100, n)
+    assert.equal(20, st[200])
+    assert.equal(80, st[409])
+    local _, left = a:get("/stock")
+    assert.equal("0", left)
+    assert.equal(0, #(assert(zk:mutex(LOCK):participants(5))))
+  end)
+end)

@@ -18,8 +18,13 @@ local zk, lock
 --- init_worker_by_lua: this worker's session, and its lock object (shared
 -- by all requests of the worker: each request is its own owner).
 function M.init_worker()
+  local tls -- a TLS ZooKeeper: the client certificate's files
+  if os.getenv("ZK_TLS_CA") then
+    tls = { ca = os.getenv("ZK_TLS_CA"), cert = os.getenv("ZK_TLS_CERT"),
+            key = os.getenv("ZK_TLS_KEY") }
+  end
   zk = assert(zngx.connect(assert(os.getenv("ZK_HOSTS"),
-    "ZK_HOSTS is not set"), { session_timeout = 10 }))
+    "ZK_HOSTS is not set"), { session_timeout = 10, tls = tls }))
   lock = zk:mutex(LOCK)
   -- the fleet's periodic job, run by one worker at a time (leader.lua):
   -- a heartbeat naming the leading worker, and the stock in the log
