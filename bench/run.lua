@@ -65,6 +65,49 @@ local ok, err = pcall(function()
   local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
   print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
     :format(w1rate / (floor.ops / floor.secs)))
+  -- TLS (docs/security.md): the same cycle over TLS, beside plaintext on
+  -- the same server (Netty, both ports: TLS needs NettyServerCnxnFactory),
+  -- rounds alternating
+  do
+    local plain_port = require("zklock.testing.core").free_port()
+    local tsrv = testing.server({ tick_time = 2000, tls = true,
+      config = { clientPort = plain_port, clientPortAddress = "127.0.0.1" } })
+    local tok, terr = pcall(function()
+      local zp = assert(zklock.connect("127.0.0.1:" .. plain_port))
+      local zt = assert(zklock.connect(tsrv.connect_string,
+                                       { tls = tsrv.tls }))
+      local runs = {
+        { name = "zklock.mutex.uncontended.netty", m = zp:mutex("/bench/wt"),
+          ops = 0, secs = 0, lat = {} },
+        { name = "zklock.mutex.uncontended.tls", m = zt:mutex("/bench/wt"),
+          ops = 0, secs = 0, lat = {} },
+      }
+      for _, r in ipairs(runs) do assert(r.m:acquire()); r.m:release() end
+      for _ = 1, ROUNDS do
+        for _, r in ipairs(runs) do
+          local t0 = core.now()
+          for _ = 1, CYCLES do
+            local a = core.now()
+            assert(r.m:acquire())
+            r.m:release()
+            r.lat[#r.lat + 1] = core.now() - a
+          end
+          r.ops = r.ops + CYCLES
+          r.secs = r.secs + core.now() - t0
+        end
+      end
+      local plain = line(runs[1].name, runs[1].ops, runs[1].secs, runs[1].lat)
+      local tls = line(runs[2].name, runs[2].ops, runs[2].secs, runs[2].lat)
+      print(("ratio zklock.mutex.uncontended.tls/zklock.mutex.uncontended." ..
+        "netty=%.2f"):format(tls / plain))
+      print(("ratio zklock.mutex.uncontended.tls/zklock.mutex.uncontended=" ..
+        "%.2f"):format(tls / w1rate))
+      zp:close()
+      zt:close()
+    end)
+    tsrv:close()
+    assert(tok, terr)
+  end
   -- lock caching (linger): the same cycle on a lock whose released node
   -- lingers: no request at all while nobody else asks
   do

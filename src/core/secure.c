@@ -66,7 +66,16 @@ static char *dupornull(const char *s) { return s ? strdup(s) : NULL; }
 #ifdef HAVE_CYRUS_SASL_H
 static pthread_once_t sasl_once = PTHREAD_ONCE_INIT;
 static int sasl_init_rc = SASL_OK;
-static void secure_sasl_init(void) { sasl_init_rc = sasl_client_init(NULL); }
+static int sasl_inited;
+static void secure_sasl_init(void) {
+  sasl_init_rc = sasl_client_init(NULL);
+  sasl_inited = sasl_init_rc == SASL_OK;
+}
+/* When the module is unloaded (its last dlclose: the last Lua state that
+ * loaded it closed), Cyrus SASL's plug-ins go too. */
+__attribute__((destructor)) static void secure_sasl_done(void) {
+  if (sasl_inited) sasl_client_done();
+}
 
 static int secure_simple(void *ctx, int id, const char **result,
                          unsigned *len) {
