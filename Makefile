@@ -170,12 +170,14 @@ torture: deps all
 # replays a seed (SEED=n) of a profile (PROFILE: chaos, short, quick,
 # broken; every option and composition is in: ONLY=COMPOSITION keeps
 # one of issue 22's, ONLY=none none, FOCUS=COMPOSITION keeps one and
-# draws it more often);
+# draws it more often; TRANSPORT=plain|tls|sasl secures a standalone
+# run's sessions, else the seed draws it);
 # make soak runs 30 minutes on a 3-member ensemble
 PROFILE ?= chaos
 chaos: deps all
 	@sh spec/in_rundir.sh chaos lua5.4 spec/chaos/run.lua $(PROFILE) $(SEED) \
-	  $(if $(ONLY),only=$(ONLY)) $(if $(FOCUS),focus=$(FOCUS))
+	  $(if $(ONLY),only=$(ONLY)) $(if $(FOCUS),focus=$(FOCUS)) \
+	  $(if $(TRANSPORT),transport=$(TRANSPORT))
 
 # make chaos-found: the seeds that found issue 22's compositions, each
 # replayed in the quick profile, focused on its own (~75 s)

@@ -98,7 +98,7 @@ describe("rockspecs", function()
       sorted(mods["zklock.core"].sources))
     local testing = lines("ls src/testing/*.c")
     for _, f in ipairs { "src/core/util.c", "src/core/errors.c",
-        "src/lua/lutil.c" } do
+        "src/core/zkcshim.c", "src/lua/lutil.c" } do
       testing[#testing + 1] = f
     end
     assert.same(sorted(testing), sorted(mods["zklock.testing.core"].sources))

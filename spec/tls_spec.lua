@@ -99,6 +99,27 @@ describe("TLS", function()
     assert.truthy(b:wait(5))
   end)
 
+  it("the C client's threads block SIGPIPE: its SSL_write to a socket " ..
+     "the server closed fails, and does not kill the process", function()
+    -- (before, a certificate refused just after the handshake killed the
+    -- whole busted run now and then, status 141)
+    local p = H.spawn("spec/workers/sigmask.lua", srv.connect_string,
+                      srv.tls.ca, srv.tls.cert, srv.tls.key)
+    assert.equal(0, p:wait(30), p:output())
+    local threads = 0
+    for _, kind, blk in p:output():gmatch("(%d+)\t(%a+)\t(%x+)") do
+      local blocked = math.floor(tonumber(blk, 16) / 0x1000) % 2 == 1
+      if kind == "main" then
+        assert.is_false(blocked) -- the process's own mask is left alone
+      else
+        assert.is_true(blocked, "a thread takes SIGPIPE:\n" .. p:output())
+        threads = threads + 1
+      end
+    end
+    assert.is_true(threads >= 3, p:output()) -- timer, IO, completion
+    p:cleanup()
+  end)
+
   it("an encrypted key with its key_password", function()
     local c = assert(zklock.connect(srv.connect_string,
                                     { tls = certs.encrypted }))

@@ -40,6 +40,12 @@ C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
 C.FOUND = { { "downgrade", 2 }, { "smutex_shared", 1 },
   { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 } }
 
+-- How the sessions of a standalone run are secured (docs/security.md):
+-- drawn from the seed (its own stream: the other draws stay as they
+-- were), or TRANSPORT= / transport= chooses.  An ensemble run is plain
+-- (zklock.testing's ensembles have no TLS).
+C.TRANSPORTS = { "plain", "tls", "sasl" }
+
 C.PROFILES = {
   -- every recipe broken on purpose (worker.lua's plan.broken): chaos_spec
   -- requires each checker to find its own
@@ -115,11 +121,15 @@ function C.run(profile, seed, opts)
   log(("chaos %s: seed %d"):format(name, seed))
   local st = prof.st
   local srv, cl, members
+  local transport = "plain"
   if prof.ensemble then
     cl = testing.cluster(3)
     members = cl.members
   else
-    srv = testing.server()
+    transport = opts.transport or prof.transport or
+      C.TRANSPORTS[G.stream(seed, 55):int(1, #C.TRANSPORTS)]
+    srv = testing.server({ tls = transport == "tls",
+                           sasl = transport == "sasl" })
     members = { srv }
   end
   local proxies, hosts = {}, {}
@@ -139,12 +149,14 @@ function C.run(profile, seed, opts)
     local direct_hosts = {}
     for i, m in ipairs(members) do direct_hosts[i] = m.connect_string end
     direct = assert(zklock.connect(table.concat(direct_hosts, ","),
-      { session_timeout = 10 }))
+      { session_timeout = 10, tls = srv and srv.tls,
+        sasl = srv and srv.sasl }))
     local root = "/chaos/" .. core.uuid():sub(1, 8)
     local avoid = prof.avoid or {}
     local plan = G.plan(seed, root, prof.workers, avoid)
     plan.avoid = avoid
     plan.hosts = table.concat(hosts, ",")
+    plan.tls, plan.sasl = srv and srv.tls, srv and srv.sasl
     plan.st = st
     plan.weights = prof.weights
     plan.db_period = 4
@@ -353,9 +365,10 @@ function C.run(profile, seed, opts)
     end
   end
   summary.nfaults = nf
-  summary.line = ("chaos %s seed %d: %d workers, %.0f s, faults %d (%s); %s")
-    :format(name, seed, prof.workers, prof.seconds, nf, table.concat(fl, " "),
-      summary.line)
+  summary.transport = transport
+  summary.line = ("chaos %s seed %d (%s): %d workers, %.0f s, faults %d " ..
+    "(%s); %s"):format(name, seed, transport, prof.workers, prof.seconds, nf,
+      table.concat(fl, " "), summary.line)
   for _, check in ipairs(K.CHECKS) do
     local f = summary.first[check]
     if f then
@@ -372,9 +385,10 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
   -- "only=COMPOSITION" (one of C.COMPOSITIONS, "none" or "all": which of
   -- issue 22's compositions to keep), "focus=COMPOSITION" (only that one, drawn
   -- more often)
-  local name, seed, only, focus = "chaos", nil, nil, nil
+  local name, seed, only, focus, transport = "chaos", nil, nil, nil, nil
   for _, a in ipairs(arg) do
     if tonumber(a) then seed = tonumber(a)
+    elseif a:match("^transport=") then transport = a:match("=(.*)$")
     elseif a:match("^only=") then only = a:match("^only=(.*)$")
     elseif a:match("^focus=") then only = a:match("^focus=(.*)$"); focus = true
     else name = a end
@@ -390,10 +404,12 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
     os.exit(ok and 0 or 1)
   end
   assert(C.PROFILES[name], "no profile " .. name)
-  local s = C.run(only and C.only(name, only, focus) or name, seed)
+  local s = C.run(only and C.only(name, only, focus) or name, seed,
+    { transport = transport })
   print(s.line)
   print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..
     "PROFILE=" .. name .. " SEED=" .. s.seed ..
+    (transport and " TRANSPORT=" .. transport or "") ..
     (only and (focus and " FOCUS=" or " ONLY=") .. only or "") .. ")"))
   os.exit(s.ok and 0 or 1)
 end

@@ -43,7 +43,8 @@ end
 
 local function connect()
   return zklock.connect(plan.hosts, { session_timeout = plan.st,
-    connect_timeout = 30, id = "chaos " .. P })
+    connect_timeout = 30, id = "chaos " .. P, tls = plan.tls,
+    sasl = plan.sasl })
 end
 local zk = assert(connect())
 

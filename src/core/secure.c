@@ -15,6 +15,7 @@
  *    build's headers. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,8 +314,30 @@ int zkl_secure_check(const zkl_secure *s, zkl_error *err) {
  * thread open sessions). */
 static pthread_mutex_t secure_init_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The C client's threads, made by zookeeper_init*, take the caller's
+ * signal mask: SIGPIPE blocked there, so that its SSL_write on a socket
+ * the server closed (no MSG_NOSIGNAL on that path) fails with EPIPE
+ * instead of killing the process (the signal stays pending on that
+ * thread, never delivered). */
+static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
+                                      watcher_fn fn, int timeout_ms,
+                                      void *ctx);
+
 zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
                            watcher_fn fn, int timeout_ms, void *ctx) {
+  sigset_t pipe, saved;
+  zhandle_t *zh;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &saved);
+  zh = secure_init_blocked(s, hosts, fn, timeout_ms, ctx);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  return zh;
+}
+
+static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
+                                      watcher_fn fn, int timeout_ms,
+                                      void *ctx) {
   zhandle_t *zh;
   if (s && s->tls && zookeeper_init_ssl) {
     pthread_mutex_lock(&secure_init_mu);
