@@ -120,6 +120,40 @@ describe("TLS", function()
     p:cleanup()
   end)
 
+  it("a build against Debian's libzookeeper_mt has no TLS nor SASL, and " ..
+     "says how to get them", function()
+    local dir = H.tmpname("sysbuild")
+    local inc = jit and "/usr/include/luajit-2.1" or "/usr/include/lua5.4"
+    local ok = os.execute(("mkdir -p %s/zklock && cc -O0 -DTHREADED " ..
+      "-D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden -I%s -shared " ..
+      "-o %s/zklock/core.so src/core/*.c src/lua/*.c -lzookeeper_mt " ..
+      "-lpthread"):format(dir, inc, dir))
+    assert.is_true(ok == true or ok == 0, "the system build failed")
+    local script = dir .. "/try.lua"
+    H.write(script, [[
+      local zklock = require "zklock"
+      local hosts, ca, cert, key = ...
+      print("tls=" .. tostring(zklock.features.tls) .. " sasl=" ..
+            tostring(zklock.features.sasl))
+      print(select(3, zklock.connect(hosts, { tls = { ca = ca, cert = cert,
+        key = key } })), (select(2, zklock.connect(hosts, { tls = {
+        ca = ca, cert = cert, key = key } }))))
+      print((select(2, zklock.connect(hosts, { sasl = { user = "u",
+        password = "p" } }))))
+    ]])
+    local p = H.spawn_lua(H.lua, dir .. "/?.so", script, srv.connect_string,
+                          srv.tls.ca, srv.tls.cert, srv.tls.key)
+    assert.equal(0, p:wait(30), p:output())
+    local out = p:output()
+    p:cleanup()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.matches("tls=false sasl=false", out, 1, true)
+    assert.matches("tls\tthis zklock is linked with a ZooKeeper C client " ..
+      "built without TLS (Debian's libzookeeper_mt is): build zklock with " ..
+      "`make`", out, 1, true)
+    assert.matches("this zklock was built without SASL", out, 1, true)
+  end)
+
   it("an encrypted key with its key_password", function()
     local c = assert(zklock.connect(srv.connect_string,
                                     { tls = certs.encrypted }))
