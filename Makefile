@@ -118,9 +118,10 @@ deps:
 	@$(if $(ZK_DEP),sh tools/zkclient.sh $(ZKC))
 
 # the TLS/SASL C client (ZK=tls): built once per zookeeper package version
-$(ZKC)/stamp:
+$(ZKC)/stamp: tools/zkclient.sh tools/zkclient-tls-handshake.patch
 	@sh tools/deps.sh $(DEPS)
 	@sh tools/zkclient.sh $(ZKC)
+	@touch $@
 
 dev-deps:
 	@sh tools/deps.sh $(DEV_DEPS)
@@ -210,7 +211,8 @@ asan: deps build/asan/zklock/core.so build/asan-luajit/zklock/core.so \
 
 # clean keeps the built C client (build/zkc: a download); distclean not
 clean:
-	find build -mindepth 1 -maxdepth 1 ! -name zkc -exec rm -rf {} +
+	[ ! -d build ] || find build -mindepth 1 -maxdepth 1 ! -name zkc \
+	  -exec rm -rf {} +
 
 distclean:
 	rm -rf build

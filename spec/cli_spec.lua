@@ -596,9 +596,10 @@ describe("zklock over TLS and SASL", function()
     rc, out = finished(cli_env(env, "holders", srv.connect_string,
       H.path("cli-tls")))
     assert.equal(1, rc, out) -- nobody holds it: but it connected
-    -- no certificate: the server speaks TLS, says the tool
+    -- no certificate: the server speaks TLS, says the tool (at its
+    -- connect timeout)
     rc, out = finished(cli_env("", "holders", srv.connect_string,
-      H.path("cli-tls")))
+      H.path("cli-tls"), "--connect-timeout", "3"))
     assert.equal(UNAVAILABLE, rc)
     assert.matches("speaks TLS", out, 1, true)
     -- half a TLS set-up is a usage error

@@ -56,8 +56,9 @@ describe("SASL DIGEST-MD5", function()
       connect_timeout = 20, sasl = { user = "bob", password = "nope" } })
     assert.is_nil(c)
     assert.equal("no_auth", code)
-    assert.equal("SASL DIGEST-MD5 authentication as 'bob' failed: the " ..
-                 "server refused the credentials", msg)
+    assert.equal("SASL DIGEST-MD5 authentication as 'bob' failed " ..
+                 "(refused by the server, or the mechanism failed here: " ..
+                 "the C client's log says which)", msg)
     assert.is_true(H.now() - t0 < 10)
   end)
 
@@ -106,6 +107,17 @@ describe("SASL DIGEST-MD5", function()
     bob:close()
   end)
 
+  it("a mechanism with no plug-in fails before connecting", function()
+    local c, msg, code = zklock.connect(srv.connect_string, {
+      sasl = { mechanism = "NO-SUCH-MECH", user = "bob",
+               password = "bob-pw" } })
+    assert.is_nil(c)
+    assert.equal("no_auth", code)
+    assert.matches("sasl: mechanism NO-SUCH-MECH cannot start here", msg, 1,
+                   true)
+    assert.matches("no Cyrus SASL plug-in for it", msg, 1, true)
+  end)
+
   it("misuse raises: no password, both password and file, unknown keys",
       function()
     local hosts = srv.connect_string
@@ -125,5 +137,14 @@ describe("SASL DIGEST-MD5", function()
       zklock.connect(hosts, { sasl = { user = "b",
                                         password_file = "/nonexistent" } })
     end)
+    local empty = H.tmpname("empty")
+    H.write(empty, "\n")
+    for _, file in ipairs({ empty, "/tmp" }) do
+      assert.has_error(function()
+        zklock.connect(hosts, { sasl = { user = "b", password_file = file } })
+      end, "bad argument #2 to 'connect' (sasl.password_file " .. file ..
+        ": no password on its first line)")
+    end
+    os.remove(empty)
   end)
 end)

@@ -7,13 +7,17 @@
 # The source comes from a private apt configuration (one deb-src stanza,
 # lists and cache under DEST/apt): the system's apt set-up is not touched.
 # It is the version of the installed `zookeeper` package, so that the C
-# client and the server beside it are one release.  Nothing is done when
-# DEST/stamp names that version already.
+# client and the server beside it are one release.  One patch of ours is
+# applied (tools/zkclient-tls-handshake.patch: the TLS handshake bounded
+# by the session timeout, and ended by zookeeper_close).  Nothing is done
+# when DEST/stamp names that version and patch level already.
 #
 # Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
 # libsasl2-dev, the JDK and libzookeeper-java (its jar has the jute
 # compiler that writes the client's generated sources).
 set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+PATCHES="zkclient-tls-handshake.patch"
 DEST=${1:-build/zkc}
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
@@ -22,7 +26,8 @@ if [ -z "$ver" ]; then
   echo "zkclient.sh: the zookeeper package is not installed (make deps)" >&2
   exit 1
 fi
-if [ -f "$DEST/stamp" ] && [ "$(cat "$DEST/stamp")" = "$ver" ] &&
+stamp="$ver zklock-patches:$PATCHES"
+if [ -f "$DEST/stamp" ] && [ "$(cat "$DEST/stamp")" = "$stamp" ] &&
    [ -f "$DEST/lib/libzookeeper.a" ]; then
   exit 0
 fi
@@ -53,7 +58,13 @@ apt-get "$@" -qq update
 dsc=$(ls "$apt"/zookeeper_*.dsc)
 # (the .dsc's signature is checked by apt against the signed Sources list
 # that named its checksums; dpkg-source has no keyring for it)
-dpkg-source -q --no-check -x "$dsc" "$DEST/src" >/dev/null 2>&1
+dpkg-source -q --no-check -x "$dsc" "$DEST/src" >"$DEST/unpack.log" 2>&1 || {
+  tail -20 "$DEST/unpack.log" >&2; exit 1; }
+for p in $PATCHES; do
+  patch -s -d "$DEST/src" -p1 <"$HERE/$p" >>"$DEST/unpack.log" 2>&1 || {
+    echo "zkclient.sh: $p does not apply to $ver" >&2
+    tail -20 "$DEST/unpack.log" >&2; exit 1; }
+done
 
 c="$DEST/src/zookeeper-client/zookeeper-client-c"
 # the generated jute sources are not in the tree: the jar's compiler
@@ -78,4 +89,4 @@ mkdir -p "$DEST/lib" "$DEST/include/zookeeper"
 cp "$DEST/cmake/libzookeeper.a" "$DEST/cmake/libhashtable.a" "$DEST/lib/"
 cp "$c"/include/*.h "$c"/generated/*.h "$DEST/include/zookeeper/"
 rm -rf "$DEST/cmake" "$DEST/src" "$apt"
-echo "$ver" >"$DEST/stamp"
+echo "$stamp" >"$DEST/stamp"

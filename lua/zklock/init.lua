@@ -86,10 +86,12 @@ function M.connect(hosts, opts)
   if state == "connected" then return c end
   local msg
   msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
+  -- a plaintext client, a server that speaks TLS: said at the timeout
+  local hint, hcode = c:_tls_hint()
   c:close()
   if state == "timeout" then
-    return nil, ("could not connect to %s within %gs"):format(hosts, ct),
-      "connection_loss"
+    return nil, ("could not connect to %s within %gs%s"):format(hosts, ct,
+      hint and ": " .. hint or ""), hint and hcode or "connection_loss"
   end
   return nil, msg or "session " .. state, code or "closed"
 end

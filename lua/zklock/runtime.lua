@@ -498,8 +498,13 @@ local function check_secure(opts, fname)
     if sasl.password_file then
       local f, why = io.open(sasl.password_file, "rb")
       if not f then argerror(2, fname, "sasl.password_file: " .. why) end
-      out.password = (f:read("*l") or ""):gsub("\r$", "")
+      local line = f:read("*l") -- (nil for a directory)
       f:close()
+      out.password = line and line:gsub("\r$", "") or ""
+      if out.password == "" then
+        argerror(2, fname, "sasl.password_file " .. sasl.password_file ..
+          ": no password on its first line")
+      end
       out.password_file = nil
     end
     if out.mechanism == "DIGEST-MD5" and not (out.user and out.password) then

@@ -295,8 +295,8 @@ local function secure_config(st, opts, cfg)
     spit(st.dir .. "/jaas.conf", "Server {\n  org.apache.zookeeper.server."
       .. "auth.DigestLoginModule required\n" .. table.concat(lines, "\n")
       .. ";\n};\n")
-    st.jvm_opts = " -Djava.security.auth.login.config=" .. st.dir
-      .. "/jaas.conf"
+    st.jvm_opts = " -Djava.security.auth.login.config="
+      .. quote(st.dir .. "/jaas.conf")
     st.sasl = { user = first, password = users[first] }
     cfg[#cfg + 1] = "authProvider.1=org.apache.zookeeper.server.auth."
       .. "SASLAuthenticationProvider"

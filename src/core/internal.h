@@ -96,6 +96,7 @@ struct zkl_client {
   double opened_at;       /* monotonic: when the first session was opened */
   int diagnosed;
   char *tls_why;
+  char *tls_hint;         /* a plaintext client's: the server speaks TLS */
   unsigned long n_sessions, n_lost;
   unsigned long n_attempts; /* lock attempts made: their serials */
   /* Connection-state notices (Curator's model, docs/api.md): queued as

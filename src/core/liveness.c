@@ -13,8 +13,9 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
     return 0;
   case ZKL_AUTH_FAILED:
     if (c->secure && c->secure->mechanism)
-      zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s%s%s failed: "
-                 "the server refused the credentials", c->secure->mechanism,
+      zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s%s%s failed "
+                 "(refused by the server, or the mechanism failed here: "
+                 "the C client's log says which)", c->secure->mechanism,
                  c->secure->user ? " as '" : "",
                  c->secure->user ? c->secure->user : "",
                  c->secure->user ? "'" : "");

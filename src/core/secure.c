@@ -67,15 +67,29 @@ static char *dupornull(const char *s) { return s ? strdup(s) : NULL; }
 #ifdef HAVE_CYRUS_SASL_H
 static pthread_once_t sasl_once = PTHREAD_ONCE_INIT;
 static int sasl_init_rc = SASL_OK;
-static int sasl_inited;
-static void secure_sasl_init(void) {
-  sasl_init_rc = sasl_client_init(NULL);
-  sasl_inited = sasl_init_rc == SASL_OK;
-}
-/* When the module is unloaded (its last dlclose: the last Lua state that
- * loaded it closed), Cyrus SASL's plug-ins go too. */
-__attribute__((destructor)) static void secure_sasl_done(void) {
-  if (sasl_inited) sasl_client_done();
+/* (once per process, and never undone: sasl_client_done at unload or
+ * exit could pull the plug-ins from under a C client thread still in a
+ * login) */
+static void secure_sasl_init(void) { sasl_init_rc = sasl_client_init(NULL); }
+
+/* The mechanism starts here (a plug-in for it, its own credentials:
+ * GSSAPI's ticket): a first step with no server, dropped.  0 with err. */
+static int secure_sasl_try(const zkl_secure *s, zkl_error *err) {
+  sasl_conn_t *conn = NULL;
+  const char *out = NULL, *chosen = NULL;
+  unsigned outlen = 0;
+  int rc = sasl_client_new(s->service, s->server, NULL, NULL, s->cbs, 0,
+                           &conn);
+  if (rc == SASL_OK)
+    rc = sasl_client_start(conn, s->mechanism, NULL, &out, &outlen, &chosen);
+  if (rc != SASL_OK && rc != SASL_CONTINUE)
+    zkl_seterr(err, ZKL_ENO_AUTH, "sasl: mechanism %s cannot start here: %s%s",
+               s->mechanism, conn ? sasl_errdetail(conn)
+                                  : sasl_errstring(rc, NULL, NULL),
+               rc == SASL_NOMECH ? " (no Cyrus SASL plug-in for it: "
+               "libsasl2-modules, libsasl2-modules-gssapi-mit...)" : "");
+  if (conn) sasl_dispose(&conn);
+  return rc == SASL_OK || rc == SASL_CONTINUE;
 }
 
 static int secure_simple(void *ctx, int id, const char **result,
@@ -163,7 +177,7 @@ zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err) {
     }
 #else
     zkl_secure_free(s);
-    zkl_seterr(err, ZKL_ETLS, "this zklock was built without SASL (a build "
+    zkl_seterr(err, ZKL_ENO_AUTH, "this zklock was built without SASL (a build "
                "against the system's libzookeeper_mt): build zklock with "
                "`make` (its TLS and SASL build, docs/security.md)");
     return NULL;
@@ -298,10 +312,11 @@ int zkl_secure_check(const zkl_secure *s, zkl_error *err) {
   if (s->mechanism) {
     pthread_once(&sasl_once, secure_sasl_init);
     if (sasl_init_rc != SASL_OK) {
-      zkl_seterr(err, ZKL_ETLS, "sasl: Cyrus SASL did not start: %s",
+      zkl_seterr(err, ZKL_ENO_AUTH, "sasl: Cyrus SASL did not start: %s",
                  sasl_errstring(sasl_init_rc, NULL, NULL));
       return 0;
     }
+    if (!secure_sasl_try(s, err)) return 0;
   }
 #endif
   return !s->tls || secure_check_files(s, err);
@@ -365,13 +380,16 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
 /* ---- why a connection does not come ----------------------------------- */
 
 #ifdef ZKL_WITH_OPENSSL
-/* host and port of the first server of a connect string */
-static int secure_first_host(const char *hosts, char *host, size_t hn,
-                             char *port, size_t pn) {
+/* host and port of the server entry at *at (a connect string), and *at
+ * moved past it; 0 at the end (or an entry we cannot read). */
+static int secure_next_host(const char **at, char *host, size_t hn,
+                            char *port, size_t pn) {
+  const char *hosts = *at;
   size_t n = strcspn(hosts, ",/");
   const char *colon;
   char first[300];
   if (n == 0 || n >= sizeof first) return 0;
+  *at = hosts + n + (hosts[n] == ',');
   memcpy(first, hosts, n);
   first[n] = '\0';
   colon = strrchr(first, ':');
@@ -396,7 +414,7 @@ static int secure_dial(const char *host, const char *port, double until) {
   if (getaddrinfo(host, port, &hints, &res) != 0) return -1;
   for (a = res; a && fd < 0; a = a->ai_next) {
     struct pollfd p;
-    int e = 0;
+    int e = 0, ms;
     socklen_t el = sizeof e;
     fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
@@ -405,7 +423,8 @@ static int secure_dial(const char *host, const char *port, double until) {
       close(fd); fd = -1; continue;
     }
     p.fd = fd; p.events = POLLOUT;
-    if (poll(&p, 1, (int)((until - zkl_now()) * 1000)) != 1 ||
+    ms = (int)((until - zkl_now()) * 1000);
+    if (ms <= 0 || poll(&p, 1, ms) != 1 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0) {
       close(fd); fd = -1;
     }
@@ -446,23 +465,25 @@ static int secure_wait(SSL *ssl, int fd, int rc, double until) {
 #define PROBE_HANDSHAKE 2.0 /* s */
 #define PROBE_SETTLE 0.5    /* s: for a refusal sent after the handshake */
 
-int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
-                     size_t n) {
-  char host[256], port[32];
+/* One server's verdict (see zkl_secure_probe), by `end` at the latest. */
+static int secure_probe_one(const zkl_secure *s, const char *host,
+                            const char *port, double end, char *why,
+                            size_t n) {
   double until = zkl_now() + PROBE_HANDSHAKE;
   SSL_CTX *ctx;
   SSL *ssl = NULL;
   int fd, rc, w, verdict = 0, cert_alert = 0;
   const char *tls_note;
-  if (!secure_first_host(hosts, host, sizeof host, port, sizeof port))
-    return 0;
+  if (until > end) until = end;
   if ((fd = secure_dial(host, port, until)) < 0) return 0;
   ERR_clear_error();
   ctx = SSL_CTX_new(TLS_client_method());
   if (!ctx) { close(fd); return 0; }
   if (s && s->tls) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    /* (the C client trusts the system's CAs too) */
     if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1 ||
+        SSL_CTX_set_default_verify_paths(ctx) != 1 ||
         SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1 ||
         !secure_use_key(ctx, s))
       goto done; /* (checked at connect: changed since) */
@@ -478,6 +499,7 @@ int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
      * client's side of the handshake is done; read a moment for that */
     char b;
     until = zkl_now() + PROBE_SETTLE;
+    if (until > end + PROBE_SETTLE) until = end + PROBE_SETTLE;
     while ((rc = SSL_read(ssl, &b, 1)) <= 0 &&
            (w = secure_wait(ssl, fd, rc, until)) > 0) {}
     if (rc <= 0 && SSL_get_error(ssl, rc) == SSL_ERROR_SSL &&
@@ -521,6 +543,27 @@ done:
   close(fd);
   ERR_clear_error();
   return verdict;
+}
+
+/* Every server of the connect string must give a verdict (the C client
+ * would reach any one that works), the first server's is said; within
+ * PROBE_ALL, for at most PROBE_HOSTS servers. */
+#define PROBE_ALL 5.0 /* s */
+#define PROBE_HOSTS 5
+int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
+                     size_t n) {
+  char host[256], port[32], other[512];
+  const char *at = hosts;
+  double end = zkl_now() + PROBE_ALL;
+  int i;
+  for (i = 0; i < PROBE_HOSTS && *at && *at != '/'; i++) {
+    if (!secure_next_host(&at, host, sizeof host, port, sizeof port) ||
+        zkl_now() >= end ||
+        !secure_probe_one(s, host, port, end, i == 0 ? why : other,
+                          i == 0 ? n : sizeof other))
+      return 0;
+  }
+  return i > 0 && (!*at || *at == '/');
 }
 #else
 int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,

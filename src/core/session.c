@@ -256,9 +256,12 @@ static int session_renew(zkl_client *c) {
   return 1;
 }
 
-/* The first connection is a second late: one handshake of our own says
- * whether TLS is why (secure.c); if so the client fails for good, with
- * that reason, and its handle is closed (it would try for ever).  Timer
+/* The first connection is a second late: one handshake of our own with
+ * each server says whether TLS is why (secure.c).  A TLS client then
+ * fails for good, with that reason, and its handle is closed (it would
+ * try for ever).  A plaintext client is only told (tls_hint, for
+ * zklock.connect's timeout message): a server may take both on one port
+ * (client.portUnification), and would answer it in the end.  Timer
  * thread, mu held on entry and return. */
 #define DIAGNOSE_AFTER 1.0 /* s */
 #define SASL_LOOK 0.25     /* s: how often a SASL client's state is read */
@@ -274,6 +277,11 @@ static void session_diagnose(zkl_client *c) {
   if (!verdict || c->state != ZKL_CONNECTING || c->connected_once ||
       c->closing || c->renewing || !c->zh)
     return;
+  if (!c->secure || !c->secure->tls) {
+    free(c->tls_hint);
+    c->tls_hint = strdup(why);
+    return;
+  }
   free(c->tls_why);
   c->tls_why = strdup(why);
   c->state = ZKL_TLS_FAILED;
@@ -541,6 +549,7 @@ void zkl_client_unref(zkl_client *c) {
   free(c->auth_scheme); free(c->auth_cred);
   zkl_secure_free(c->secure); /* (its callbacks outlived the handle) */
   free(c->tls_why);
+  free(c->tls_hint);
   zkl_acl_free(&c->acl);
   pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);
@@ -586,6 +595,15 @@ int zkl_client_failure(zkl_client *c, zkl_error *err) {
   failed = !zkl_client_usable(c, err);
   pthread_mutex_unlock(&c->mu);
   return failed;
+}
+
+int zkl_client_tls_hint(zkl_client *c, zkl_error *err) {
+  int any;
+  pthread_mutex_lock(&c->mu);
+  any = c->tls_hint != NULL;
+  if (any) zkl_seterr(err, ZKL_ETLS, "%s", c->tls_hint);
+  pthread_mutex_unlock(&c->mu);
+  return any;
 }
 
 int zkl_client_timeout_ms(zkl_client *c) {

@@ -54,7 +54,8 @@ static void lclient_acl_list(lua_State *L, int idx, struct ACL_vector *v) {
 static const char *lclient_field(lua_State *L, int idx, const char *k,
                                  size_t *len) {
   const char *v = NULL;
-  lua_getfield(L, idx, k);
+  lua_pushstring(L, k);
+  lua_rawget(L, idx); /* (raw: what the table holds, and keeps alive) */
   if (lua_type(L, -1) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
   else if (!lua_isnil(L, -1))
     luaL_error(L, "secure option '%s' must be a string", k);
@@ -190,6 +191,17 @@ static int lclient_wait(lua_State *L) {
   luaL_argcheck(L, timeout == timeout, 3, "timeout is NaN");
   lua_pushnumber(L, (lua_Number)zkl_client_wait(c, gen, timeout));
   return 1;
+}
+
+/* client:_tls_hint() -> nil | msg, code: a plaintext client whose first
+ * connection is late, and whose server speaks TLS */
+static int lclient_tls_hint(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  if (!zkl_client_tls_hint(c, &err)) return 0;
+  lua_pushstring(L, err.msg);
+  lua_pushstring(L, zkl_code_name(err.code));
+  return 2;
 }
 
 /* client:_failure() -> nil | msg, code: why the client takes no requests
@@ -375,6 +387,7 @@ void zkl_open_client(lua_State *L) {
     { "session_timeout", lclient_timeout },
     { "_poll", lclient_poll },
     { "_failure", lclient_failure },
+    { "_tls_hint", lclient_tls_hint },
     { "_wait", lclient_wait },
     { "_stats", lclient_stats },
     { "_limits", lclient_limits },
