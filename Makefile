@@ -54,7 +54,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
   spec/revoke_spec.lua
 
-.PHONY: all deps dev-deps test demo bench memcheck asan torture chaos chaos-found soak clean \
+.PHONY: all deps dev-deps test demo bench bench-memory memcheck asan torture chaos chaos-found soak clean \
         distclean \
         compat test-compat lint docs rockspec-check
 
@@ -160,6 +160,10 @@ demo: deps all
 
 bench: deps all
 	@sh bench/run.sh
+
+# W5 to 10^6 cycles per runtime (about 30 minutes; make bench stops at 10^5)
+bench-memory: deps all
+	@BENCH_ONLY=w5 BENCH_W5_CYCLES="100000 1000000" sh bench/run.sh
 
 # minutes: workers on a 3-member ensemble through fault-injecting proxies,
 # then a checker; and the checker proven against a broken lock

@@ -15,5 +15,5 @@ else
   echo "bench: Curator peer not built (make deps installs it); its lines are left out"
 fi
 ZKLOCK_LUA=lua5.4 lua5.4 bench/run.lua
-# W4: nginx + wrk (examples/nginx)
-ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua
+# W4: nginx + wrk (examples/nginx); not in BENCH_ONLY=w5 (make bench-memory)
+[ "${BENCH_ONLY:-}" = w5 ] || ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua
