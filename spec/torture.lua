@@ -77,9 +77,12 @@ function T.run(name)
     local lock = direct:mutex(path)
     gate = H.tmpname("gate")
     local deadline = core.now() + prof.seconds
+    local runtimes = H.runtimes() -- (workers of both, alternating)
     for i = 1, prof.workers do
       logs[i] = H.tmpname("torture-log")
-      procs[i] = H.spawn("spec/workers/torture.lua", table.concat(hosts, ","),
+      local rt = runtimes[(i - 1) % #runtimes + 1]
+      procs[i] = H.spawn_lua(rt[1], rt[2], "spec/workers/torture.lua",
+        table.concat(hosts, ","),
         path, counter, logs[i], prof.cycles, prof.st,
         prof.broken and "broken" or "lock", gate, deadline, prof.work,
         gate .. ".faults-done")
