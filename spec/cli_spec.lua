@@ -424,6 +424,13 @@ describe("zklock (command-line tool)", function()
       assert.equal(UNAVAILABLE, rc, out)
       assert.matches("^zklock: holders: cannot connect to 127%.0%.0%.1:%d+", out)
     end)
+
+    it("a host name that does not resolve: 68", function()
+      local rc, out = finished(start("holders", "no-such-host.invalid:2181",
+        "/p"))
+      assert.equal(68, rc, out)
+      assert.matches("cannot resolve the servers of", out, 1, true)
+    end)
   end)
 
   -- -------------------------------------------------------------------------

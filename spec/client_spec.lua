@@ -43,6 +43,33 @@ describe("zklock.connect", function()
     assert.is_true(H.now() - t0 < 8)
   end)
 
+  it("says that every server refused the connection, at the timeout",
+      function()
+    local a, b = tcore.free_port(), tcore.free_port()
+    local hosts = ("127.0.0.1:%d,127.0.0.1:%d"):format(a, b)
+    local zk, msg, code = zklock.connect(hosts, { connect_timeout = 1.5 })
+    assert.is_nil(zk)
+    assert.equal("connection_loss", code)
+    assert.equal(("could not connect to %s within 1.5s: 127.0.0.1:%d " ..
+      "refused the connection, and so did every other server: nothing " ..
+      "listens there? (a ZooKeeper server's port is its clientPort, or its " ..
+      "secureClientPort for TLS)"):format(hosts, a), msg)
+  end)
+
+  it("a host name that does not resolve fails at once with unknown_host",
+      function()
+    local t0 = H.now()
+    local zk, msg, code = zklock.connect("no-such-host.invalid:2181",
+      { connect_timeout = 10 })
+    assert.is_nil(zk)
+    assert.equal("unknown_host", code)
+    -- (".invalid" never resolves; without a DNS server the resolver says
+    -- "name resolution failed" instead)
+    assert.matches("^cannot resolve the servers of 'no%-such%-host%.invalid" ..
+      ":2181': ", msg)
+    assert.is_true(H.now() - t0 < 5)
+  end)
+
   it("works under a chroot", function()
     local root = H.connect(srv)
     local base = H.path("chroot")

@@ -86,8 +86,9 @@ function M.connect(hosts, opts)
   if state == "connected" then return c end
   local msg
   msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
-  -- a plaintext client, a server that speaks TLS: said at the timeout
-  local hint, hcode = c:_tls_hint()
+  -- what the diagnosis found (every server refused; a plaintext client,
+  -- servers that speak TLS): said at the timeout (secure.c)
+  local hint, hcode = c:_hint()
   c:close()
   if state == "timeout" then
     return nil, ("could not connect to %s within %gs%s"):format(hosts, ct,

@@ -51,10 +51,13 @@ int zkl_secure_check(const zkl_secure *s, zkl_error *err);
 /* zookeeper_init2, _ssl or _sasl as s asks (s NULL: plaintext) */
 zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
                            watcher_fn fn, int timeout_ms, void *ctx);
-/* One TLS handshake of our own with the first server of hosts: 1 with
- * why when it says why a connection does not come (s NULL: a plaintext
- * client, and the server speaks TLS); 0 when it cannot tell.  Blocks up
- * to 2.5 s: the timer thread's, without the client's mutex. */
+/* Why a connection does not come, from a connection (and a TLS handshake)
+ * of our own with each server of hosts, with why: ZKL_PROBE_REFUSED,
+ * every server refused the connection; ZKL_PROBE_TLS, every one gave a
+ * TLS verdict (s NULL: a plaintext client, and the servers speak TLS);
+ * ZKL_PROBE_NONE when it cannot tell.  Blocks up to 5.5 s: the timer
+ * thread's, without the client's mutex. */
+enum { ZKL_PROBE_NONE, ZKL_PROBE_TLS, ZKL_PROBE_REFUSED };
 int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
                      size_t n);
 
@@ -96,7 +99,10 @@ struct zkl_client {
   double opened_at;       /* monotonic: when the first session was opened */
   int diagnosed;
   char *tls_why;
-  char *tls_hint;         /* a plaintext client's: the server speaks TLS */
+  /* what the diagnosis found that does not end the client: said when
+   * zklock.connect times out (hint_code: ZKL_E...) */
+  char *hint;
+  int hint_code;
   unsigned long n_sessions, n_lost;
   unsigned long n_attempts; /* lock attempts made: their serials */
   /* Connection-state notices (Curator's model, docs/api.md): queued as

@@ -22,12 +22,13 @@
 
 #include "internal.h"
 
-#ifdef ZKL_WITH_OPENSSL
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <fcntl.h>
+
+#ifdef ZKL_WITH_OPENSSL
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -379,7 +380,6 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
 
 /* ---- why a connection does not come ----------------------------------- */
 
-#ifdef ZKL_WITH_OPENSSL
 /* host and port of the server entry at *at (a connect string), and *at
  * moved past it; 0 at the end (or an entry we cannot read). */
 static int secure_next_host(const char **at, char *host, size_t hn,
@@ -405,10 +405,13 @@ static int secure_next_host(const char **at, char *host, size_t hn,
   return host[0] && port[0];
 }
 
-/* A TCP connection within the deadline; -1 when none (no verdict). */
-static int secure_dial(const char *host, const char *port, double until) {
+/* A TCP connection within the deadline; -1 when none (no verdict), and
+ * *refused when every address refused it (nothing listens there). */
+static int secure_dial(const char *host, const char *port, double until,
+                       int *refused) {
   struct addrinfo hints, *res = NULL, *a;
-  int fd = -1;
+  int fd = -1, tried = 0, refusals = 0;
+  *refused = 0;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;
   if (getaddrinfo(host, port, &hints, &res) != 0) return -1;
@@ -419,20 +422,25 @@ static int secure_dial(const char *host, const char *port, double until) {
     fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    tried++;
     if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      refusals += errno == ECONNREFUSED;
       close(fd); fd = -1; continue;
     }
     p.fd = fd; p.events = POLLOUT;
     ms = (int)((until - zkl_now()) * 1000);
     if (ms <= 0 || poll(&p, 1, ms) != 1 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0) {
+      refusals += e == ECONNREFUSED;
       close(fd); fd = -1;
     }
   }
   freeaddrinfo(res);
+  *refused = fd < 0 && tried > 0 && refusals == tried;
   return fd;
 }
 
+#ifdef ZKL_WITH_OPENSSL
 /* 1 when the newest error is an alert the peer sent; *cert: one about
  * our certificate. */
 static int secure_alert(int *cert) {
@@ -465,17 +473,18 @@ static int secure_wait(SSL *ssl, int fd, int rc, double until) {
 #define PROBE_HANDSHAKE 2.0 /* s */
 #define PROBE_SETTLE 0.5    /* s: for a refusal sent after the handshake */
 
-/* One server's verdict (see zkl_secure_probe), by `end` at the latest. */
+/* One server's TLS verdict (see zkl_secure_probe), by `end` at the
+ * latest; *refused: nothing listens there. */
 static int secure_probe_one(const zkl_secure *s, const char *host,
                             const char *port, double end, char *why,
-                            size_t n) {
+                            size_t n, int *refused) {
   double until = zkl_now() + PROBE_HANDSHAKE;
   SSL_CTX *ctx;
   SSL *ssl = NULL;
   int fd, rc, w, verdict = 0, cert_alert = 0;
   const char *tls_note;
   if (until > end) until = end;
-  if ((fd = secure_dial(host, port, until)) < 0) return 0;
+  if ((fd = secure_dial(host, port, until, refused)) < 0) return 0;
   ERR_clear_error();
   ctx = SSL_CTX_new(TLS_client_method());
   if (!ctx) { close(fd); return 0; }
@@ -545,30 +554,48 @@ done:
   return verdict;
 }
 
-/* Every server of the connect string must give a verdict (the C client
- * would reach any one that works), the first server's is said; within
- * PROBE_ALL, for at most PROBE_HOSTS servers. */
+#else
+/* Without OpenSSL: whether anything listens, no TLS verdict. */
+static int secure_probe_one(const zkl_secure *s, const char *host,
+                            const char *port, double end, char *why,
+                            size_t n, int *refused) {
+  int fd = secure_dial(host, port, end, refused);
+  (void)s; (void)why; (void)n;
+  if (fd >= 0) close(fd);
+  return 0;
+}
+#endif
+
+/* Every server of the connect string must give the same kind of verdict
+ * (the C client would reach any one that works); the first server's is
+ * said.  Within PROBE_ALL, for at most PROBE_HOSTS servers. */
 #define PROBE_ALL 5.0 /* s */
 #define PROBE_HOSTS 5
 int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
                      size_t n) {
-  char host[256], port[32], other[512];
+  char host[256], port[32], other[512], first[300] = "";
   const char *at = hosts;
   double end = zkl_now() + PROBE_ALL;
-  int i;
+  int i, all_tls = 1, all_refused = 1;
   for (i = 0; i < PROBE_HOSTS && *at && *at != '/'; i++) {
+    int refused = 0, tls;
     if (!secure_next_host(&at, host, sizeof host, port, sizeof port) ||
-        zkl_now() >= end ||
-        !secure_probe_one(s, host, port, end, i == 0 ? why : other,
-                          i == 0 ? n : sizeof other))
-      return 0;
+        zkl_now() >= end)
+      return ZKL_PROBE_NONE;
+    if (i == 0) snprintf(first, sizeof first, "%s:%s", host, port);
+    tls = secure_probe_one(s, host, port, end, i == 0 ? why : other,
+                           i == 0 ? n : sizeof other, &refused);
+    all_tls &= tls;
+    all_refused &= refused;
+    if (!all_tls && !all_refused) return ZKL_PROBE_NONE;
   }
-  return i > 0 && (!*at || *at == '/');
+  if (i == 0 || (*at && *at != '/')) return ZKL_PROBE_NONE;
+  if (all_refused) {
+    snprintf(why, n, "%s refused the connection%s: nothing listens there? "
+             "(a ZooKeeper server's port is its clientPort, or its "
+             "secureClientPort for TLS)", first,
+             i > 1 ? ", and so did every other server" : "");
+    return ZKL_PROBE_REFUSED;
+  }
+  return all_tls ? ZKL_PROBE_TLS : ZKL_PROBE_NONE;
 }
-#else
-int zkl_secure_probe(const zkl_secure *s, const char *hosts, char *why,
-                     size_t n) {
-  (void)s; (void)hosts; (void)why; (void)n;
-  return 0;
-}
-#endif

@@ -277,9 +277,11 @@ static void session_diagnose(zkl_client *c) {
   if (!verdict || c->state != ZKL_CONNECTING || c->connected_once ||
       c->closing || c->renewing || !c->zh)
     return;
-  if (!c->secure || !c->secure->tls) {
-    free(c->tls_hint);
-    c->tls_hint = strdup(why);
+  if (verdict == ZKL_PROBE_REFUSED || !c->secure || !c->secure->tls) {
+    free(c->hint);
+    c->hint = strdup(why);
+    c->hint_code = verdict == ZKL_PROBE_REFUSED ? ZKL_ECONNECTION_LOSS
+                                                : ZKL_ETLS;
     return;
   }
   free(c->tls_why);
@@ -435,9 +437,16 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   if (!c->zh) {
     int e = errno;
     pthread_mutex_unlock(&c->mu);
-    zkl_seterr(err, e == EINVAL ? ZKL_EZK_ERROR : ZKL_ECONNECTION_LOSS,
-               "cannot open a session to '%s': %s", hosts,
-               e ? strerror(e) : "invalid connect string");
+    /* the connect string's form was checked before (paths.c): what the C
+     * client still refuses is a name it could not resolve (getaddrinfo's
+     * EAI_NONAME is its ENOENT, the other failures its EINVAL) */
+    if (e == ENOENT || e == EINVAL)
+      zkl_seterr(err, ZKL_EUNKNOWN_HOST, "cannot resolve the servers of "
+                 "'%s': %s", hosts, e == ENOENT ? "a host name is unknown"
+                 : "name resolution failed");
+    else
+      zkl_seterr(err, ZKL_ECONNECTION_LOSS, "cannot open a session to "
+                 "'%s': %s", hosts, e ? strerror(e) : "unknown error");
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->tcv);
     pthread_mutex_destroy(&c->mu);
@@ -549,7 +558,7 @@ void zkl_client_unref(zkl_client *c) {
   free(c->auth_scheme); free(c->auth_cred);
   zkl_secure_free(c->secure); /* (its callbacks outlived the handle) */
   free(c->tls_why);
-  free(c->tls_hint);
+  free(c->hint);
   zkl_acl_free(&c->acl);
   pthread_cond_destroy(&c->tcv);
   pthread_cond_destroy(&c->cv);
@@ -597,11 +606,11 @@ int zkl_client_failure(zkl_client *c, zkl_error *err) {
   return failed;
 }
 
-int zkl_client_tls_hint(zkl_client *c, zkl_error *err) {
+int zkl_client_hint(zkl_client *c, zkl_error *err) {
   int any;
   pthread_mutex_lock(&c->mu);
-  any = c->tls_hint != NULL;
-  if (any) zkl_seterr(err, ZKL_ETLS, "%s", c->tls_hint);
+  any = c->hint != NULL;
+  if (any) zkl_seterr(err, c->hint_code, "%s", c->hint);
   pthread_mutex_unlock(&c->mu);
   return any;
 }

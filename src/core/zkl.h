@@ -39,6 +39,7 @@ typedef struct zkl_event zkl_event;
   X(NOT_EMPTY, "not_empty")               \
   X(FORKED, "forked")                     \
   X(TLS, "tls")                           \
+  X(UNKNOWN_HOST, "unknown_host")         \
   X(ZK_ERROR, "zk_error")
 
 enum zkl_code {
@@ -217,9 +218,11 @@ int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */
  * closed): 1 with err; 0 while it does. */
 int zkl_client_failure(zkl_client *c, zkl_error *err);
 int zkl_client_timeout_ms(zkl_client *c);     /* negotiated */
-/* 1 with err when a plaintext client's first connection is late and its
- * server speaks TLS (the diagnosis, secure.c); 0 otherwise. */
-int zkl_client_tls_hint(zkl_client *c, zkl_error *err);
+/* 1 with err when the first connection is late and the diagnosis
+ * (secure.c) found why without ending the client: every server refused
+ * the connection (CONNECTION_LOSS), or a plaintext client's servers speak
+ * TLS (TLS); 0 otherwise. */
+int zkl_client_hint(zkl_client *c, zkl_error *err);
 
 typedef struct zkl_stats {
   unsigned long sessions, lost, watch_events, own_events, requests;

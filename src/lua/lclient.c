@@ -193,12 +193,12 @@ static int lclient_wait(lua_State *L) {
   return 1;
 }
 
-/* client:_tls_hint() -> nil | msg, code: a plaintext client whose first
- * connection is late, and whose server speaks TLS */
-static int lclient_tls_hint(lua_State *L) {
+/* client:_hint() -> nil | msg, code: why a first connection is late,
+ * when the diagnosis found it (zkl_client_hint) */
+static int lclient_hint(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   zkl_error err;
-  if (!zkl_client_tls_hint(c, &err)) return 0;
+  if (!zkl_client_hint(c, &err)) return 0;
   lua_pushstring(L, err.msg);
   lua_pushstring(L, zkl_code_name(err.code));
   return 2;
@@ -387,7 +387,7 @@ void zkl_open_client(lua_State *L) {
     { "session_timeout", lclient_timeout },
     { "_poll", lclient_poll },
     { "_failure", lclient_failure },
-    { "_tls_hint", lclient_tls_hint },
+    { "_hint", lclient_hint },
     { "_wait", lclient_wait },
     { "_stats", lclient_stats },
     { "_limits", lclient_limits },
