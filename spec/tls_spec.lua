@@ -10,9 +10,12 @@ local H = require "spec.helpers"
 local zklock = H.zklock
 local unpack = table.unpack or unpack
 
--- what a failed connect returned, and how long it took
+-- what a failed connect returned, and how long it took.  A verdict comes
+-- in about a second; "before the connect timeout" is what is asserted
+-- (under valgrind a handshake takes seconds, and a retry may be needed).
+local TIMEOUT = 30
 local function failing(hosts, opts)
-  opts.connect_timeout = opts.connect_timeout or 20
+  opts.connect_timeout = opts.connect_timeout or TIMEOUT
   local t0 = H.now()
   local c, msg, code = zklock.connect(hosts, opts)
   if c then c:close() end
@@ -201,7 +204,7 @@ describe("TLS", function()
       assert.equal("tls", code)
       assert.matches("has a certificate that tls.ca " .. certs.wrong_ca.ca
                      .. " does not verify", msg, 1, true)
-      assert.is_true(took < 10, "took " .. took)
+      assert.is_true(took < TIMEOUT, "took " .. took)
     end)
 
     it("a client certificate the server does not trust", function()
@@ -211,7 +214,7 @@ describe("TLS", function()
       assert.equal("tls", code)
       assert.matches("refused the client certificate "
                      .. certs.stranger.cert, msg, 1, true)
-      assert.is_true(took < 10, "took " .. took)
+      assert.is_true(took < TIMEOUT, "took " .. took)
     end)
 
     it("an expired client certificate, before connecting", function()
@@ -221,7 +224,7 @@ describe("TLS", function()
       assert.equal("tls", code)
       assert.matches("tls.cert " .. certs.expired.cert .. " has expired",
                      msg, 1, true)
-      assert.is_true(took < 1, "took " .. took)
+      assert.is_true(took < 5, "took " .. took)
     end)
 
     it("a plaintext client on the TLS port: at its connect timeout (a " ..
@@ -243,7 +246,7 @@ describe("TLS", function()
       assert.is_nil(c)
       assert.equal("tls", code)
       assert.matches("does not speak TLS", msg, 1, true)
-      assert.is_true(took < 10, "took " .. took)
+      assert.is_true(took < TIMEOUT, "took " .. took)
     end)
 
     it("a server whose certificate expired", function()
@@ -256,7 +259,7 @@ describe("TLS", function()
       assert.equal("tls", code)
       assert.matches("does not verify: certificate has expired", msg, 1,
                      true)
-      assert.is_true(took < 10, "took " .. took)
+      assert.is_true(took < TIMEOUT, "took " .. took)
     end)
 
     it("files that do not load, a key of another certificate, a wrong " ..
@@ -282,7 +285,7 @@ describe("TLS", function()
         assert.is_nil(c)
         assert.equal("tls", code)
         assert.matches(case[2], msg, 1, true)
-        assert.is_true(took < 1, "took " .. took)
+        assert.is_true(took < 5, "took " .. took)
       end
     end)
   end)

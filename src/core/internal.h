@@ -96,8 +96,9 @@ struct zkl_client {
   zkl_secure *secure;     /* TLS or SASL; NULL: plaintext */
   /* the diagnosis of a first connection a second late (secure.c): done
    * once; tls_why says why it failed (state ZKL_TLS_FAILED) */
-  double opened_at;       /* monotonic: when the first session was opened */
-  int diagnosed;
+  /* boot clock: the next diagnosis while the first connection has not
+   * come; the gap after it (doubling up to 8 s) */
+  double diagnose_at, diagnose_gap;
   char *tls_why;
   /* what the diagnosis found that does not end the client: said when
    * zklock.connect times out (hint_code: ZKL_E...) */
