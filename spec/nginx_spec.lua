@@ -31,17 +31,27 @@ init_by_lua_block {
 -- nginx runs LuaJIT: the spec runs once, in the LuaJIT pass
 if not jit then return end
 
-describe("zklock under OpenResty (real nginx)", function()
+-- A describe's server (testing.server(opts)) and session (connect_opts),
+-- handed to got(srv, zk); at the end every nginx stops, and no lock node
+-- may be left.
+local function with_server(opts, connect_opts, got)
   local srv, zk
-
   lazy_setup(function()
-    srv = H.testing.server()
-    zk = H.connect(srv, { session_timeout = 10 })
+    srv = H.testing.server(opts)
+    zk = H.connect(srv, connect_opts)
+    got(srv, zk)
   end)
   lazy_teardown(function()
     N.stop_all()
     if zk then zk:close() end
     if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+end
+
+describe("zklock under OpenResty (real nginx)", function()
+  local srv, zk
+  with_server(nil, { session_timeout = 10 }, function(s, z)
+    srv, zk = s, z
   end)
   after_each(function() N.stop_all() end)
 
@@ -407,16 +417,7 @@ end)
 
 describe("zklock under OpenResty over TLS (a TLS-only ZooKeeper)", function()
   local srv, zk
-
-  lazy_setup(function()
-    srv = H.testing.server({ tls = true })
-    zk = H.connect(srv)
-  end)
-  lazy_teardown(function()
-    N.stop_all()
-    if zk then zk:close() end
-    if srv then H.assert_no_orphans(srv); srv:close() end
-  end)
+  with_server({ tls = true }, nil, function(s, z) srv, zk = s, z end)
 
   it("the stock service: 100 concurrent buys over 2 workers sell exactly " ..
      "20", function()

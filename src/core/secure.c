@@ -459,6 +459,20 @@ static int secure_alert(int *cert) {
   return 1;
 }
 
+/* The verdict on an alert the server sent (secure_alert) during the TLS
+ * `what` ("handshake", "session"): about our certificate, or not.  1. */
+static int secure_said_alert(char *why, size_t n, const char *host,
+                             const char *port, const zkl_secure *s,
+                             int cert_alert, const char *what) {
+  if (cert_alert)
+    snprintf(why, n, "the server %s:%s refused the client certificate %s "
+             "(%s)", host, port, s->cert, secure_ossl_why("an alert"));
+  else
+    snprintf(why, n, "the server %s:%s ended the TLS %s (%s)", host, port,
+             what, secure_ossl_why("an alert"));
+  return 1;
+}
+
 /* Waits for the socket as OpenSSL asked; 0 at the deadline. */
 static int secure_wait(SSL *ssl, int fd, int rc, double until) {
   struct pollfd p;
@@ -513,12 +527,8 @@ static int secure_probe_one(const zkl_secure *s, const char *host,
            (w = secure_wait(ssl, fd, rc, until)) > 0) {}
     if (rc <= 0 && SSL_get_error(ssl, rc) == SSL_ERROR_SSL &&
         secure_alert(&cert_alert))
-      verdict = snprintf(why, n, cert_alert
-                         ? "the server %s:%s refused the client certificate "
-                           "%s (%s)"
-                         : "the server %s:%s ended the TLS session (%s%s)",
-                         host, port, cert_alert ? s->cert : "",
-                         secure_ossl_why("an alert")) > 0;
+      verdict = secure_said_alert(why, n, host, port, s, cert_alert,
+                                  "session");
   } else if (!s || !s->tls) {
     if (rc == 1 || SSL_get0_peer_certificate(ssl) || secure_alert(NULL))
       verdict = snprintf(why, n, "the server %s:%s speaks TLS: connect "
@@ -530,12 +540,8 @@ static int secure_probe_one(const zkl_secure *s, const char *host,
                        X509_verify_cert_error_string(
                          SSL_get_verify_result(ssl))) > 0;
   } else if (rc != 1 && secure_alert(&cert_alert)) {
-    verdict = snprintf(why, n, cert_alert
-                       ? "the server %s:%s refused the client certificate "
-                         "%s (%s)"
-                       : "the server %s:%s ended the TLS handshake (%s%s)",
-                       host, port, cert_alert ? s->cert : "",
-                       secure_ossl_why("an alert")) > 0;
+    verdict = secure_said_alert(why, n, host, port, s, cert_alert,
+                                "handshake");
   } else if (rc != 1 && SSL_get_error(ssl, rc) != SSL_ERROR_WANT_READ &&
              SSL_get_error(ssl, rc) != SSL_ERROR_WANT_WRITE) {
     /* no alert, no certificate: whatever answered does not speak TLS */

@@ -39,6 +39,16 @@ static void session_connected(zkl_client *c) {
     if (t->cls->on_connected) t->cls->on_connected(t);
 }
 
+/* The session is over for good (expired, a login or TLS refused): Lua
+ * hears "lost" once, and every task ends as in an expiry. */
+static void session_over(zkl_client *c) {
+  zkl_task *t, *next;
+  if (!c->lost_noticed) session_notice(c, "lost");
+  c->lost_noticed = 1;
+  SESSION_EACH(c, t, next)
+    if (t->cls->on_expired) t->cls->on_expired(t);
+}
+
 /* ---- the chroot --------------------------------------------------------- */
 
 /* The chroot must exist, or every lock would fail late and, worse, a
@@ -99,7 +109,6 @@ static int session_chroot_found(zkl_client *c, zhandle_t *zh) {
 }
 
 static void session_event(zkl_client *c, zhandle_t *zh, int state) {
-  zkl_task *t, *next;
   c->ready_all = 1; /* every waiter sees the session's news */
   pthread_cond_signal(&c->tcv); /* probe now, or renew */
   if (state == ZOO_CONNECTED_STATE) {
@@ -122,10 +131,7 @@ static void session_event(zkl_client *c, zhandle_t *zh, int state) {
         c->state != ZKL_TLS_FAILED)
       c->state = state == ZOO_EXPIRED_SESSION_STATE ? ZKL_EXPIRED
                                                     : ZKL_AUTH_FAILED;
-    if (!c->lost_noticed) session_notice(c, "lost");
-    c->lost_noticed = 1;
-    SESSION_EACH(c, t, next)
-      if (t->cls->on_expired) t->cls->on_expired(t);
+    session_over(c);
   }
 }
 
@@ -218,19 +224,26 @@ static void session_probe(zkl_client *c, double now) {
   else c->probe_out = 1;
 }
 
-/* After an expiry: close the dead handle and open a new session (timer
- * thread, mu held on entry and return).  0 when none could be opened. */
-static int session_renew(zkl_client *c) {
-  zhandle_t *old = c->zh, *zh;
+/* Close the session's handle (timer thread, mu held on entry and return,
+ * dropped meanwhile): its watcher ignores it from now on (old_zh), and
+ * what it still owed us is finished (session_drain). */
+static void session_shut(zkl_client *c) {
+  zhandle_t *old = c->zh;
   c->zh = NULL;
   c->old_zh = old;
-  c->renewing = 1;
   pthread_mutex_unlock(&c->mu);
   if (old) zookeeper_close(old); /* not a ZooKeeper thread: allowed */
   pthread_mutex_lock(&c->mu);
   c->old_zh = NULL; /* gone: its address may come back */
   session_drain(c);
-  zh = NULL;
+}
+
+/* After an expiry: close the dead handle and open a new session (timer
+ * thread, mu held on entry and return).  0 when none could be opened. */
+static int session_renew(zkl_client *c) {
+  zhandle_t *zh = NULL;
+  c->renewing = 1; /* (the new session's watcher waits for its handle) */
+  session_shut(c);
   if (!c->closing && !c->timer_stop) {
     /* without the mutex: name resolution may take long */
     pthread_mutex_unlock(&c->mu);
@@ -269,8 +282,6 @@ static int session_renew(zkl_client *c) {
 static void session_diagnose(zkl_client *c) {
   char why[512];
   int verdict;
-  zhandle_t *zh;
-  zkl_task *t, *next;
   pthread_mutex_unlock(&c->mu);
   verdict = zkl_secure_probe(c->secure, c->hosts, why, sizeof why);
   pthread_mutex_lock(&c->mu);
@@ -291,18 +302,8 @@ static void session_diagnose(zkl_client *c) {
   free(c->tls_why);
   c->tls_why = strdup(why);
   c->state = ZKL_TLS_FAILED;
-  session_notice(c, "lost");
-  c->lost_noticed = 1;
-  SESSION_EACH(c, t, next)
-    if (t->cls->on_expired) t->cls->on_expired(t);
-  zh = c->zh;
-  c->zh = NULL;
-  c->old_zh = zh; /* (its watcher ignores it from now on) */
-  pthread_mutex_unlock(&c->mu);
-  zookeeper_close(zh); /* not a ZooKeeper thread: allowed */
-  pthread_mutex_lock(&c->mu);
-  c->old_zh = NULL;
-  session_drain(c);
+  session_over(c);
+  session_shut(c);
   c->ready_all = 1;
   zkl_client_changed(c);
 }
