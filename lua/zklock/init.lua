@@ -82,6 +82,12 @@ end
 function M.connect(hosts, opts)
   local c, ct, code = R.open(hosts, opts, "connect")
   if not c then return nil, ct, code end
+  return R.finish_connect(c, hosts, ct)
+end
+
+-- Wait up to ct seconds for the first connection of client c (opened by
+-- R.open with `hosts`); c, or nil, message, code with c closed.
+function R.finish_connect(c, hosts, ct)
   local state = await(c, R.session_leaving(c, "connecting"), now() + ct)
   if state == "connected" then return c end
   local msg
@@ -95,6 +101,19 @@ function M.connect(hosts, opts)
       hint and ": " .. hint or ""), hint and hcode or "connection_loss"
   end
   return nil, msg or "session " .. state, code or "closed"
+end
+
+-- ---------------------------------------------------------------------------
+-- event loops (zklock.loop; docs/api.md, "Waiting in an event loop")
+
+--- Wake the coroutines whose wait on this client ended and run the
+-- callbacks it owes: what `zk:fd()` becoming readable asks for (`zk:fd()`
+-- returns a descriptor the core makes readable when anything changed for
+-- this client, or a waiting coroutine's deadline passed).  The adapters
+-- zklock.cqueues, zklock.luv and zklock.copas call it for you.
+-- @return how many waits it ended
+function client_methods:step()
+  return require("zklock.loop").step(self)
 end
 
 -- ---------------------------------------------------------------------------

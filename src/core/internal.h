@@ -128,6 +128,8 @@ struct zkl_client {
    * waiters are woken; ready_all: wake every waiter (session events,
    * or the list overflowed). */
   int wake_fd, wake_listen, wake_pending, ready_all;
+  double wake_by;         /* monotonic: the timer writes a byte then (0:
+                           * none); an event loop's earliest deadline */
   char *wake_path;        /* the listening socket's path until accepted */
   double wake_since;      /* monotonic time of the first untaken change */
   unsigned *ready;

@@ -155,6 +155,40 @@ int zkl_client_wake_accept(zkl_client *c, zkl_error *err) {
   return 1;
 }
 
+/* Lua thread: the caller owns the returned end (it must outlive any
+ * event loop's watch on it: a descriptor closed while polled may be
+ * reused under the poller) */
+int zkl_client_wake_pair(zkl_client *c, zkl_error *err) {
+  int sv[2];
+  pthread_mutex_lock(&c->mu);
+  if (c->wake_fd >= 0 || c->wake_listen >= 0) {
+    pthread_mutex_unlock(&c->mu);
+    zkl_seterr(err, ZKL_EZK_ERROR, "this client's wake-up socket is "
+               "already read (by zklock.ngx, or another zk:fd())");
+    return -1;
+  }
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+                 sv) != 0) {
+    pthread_mutex_unlock(&c->mu);
+    zkl_seterr(err, ZKL_EZK_ERROR, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  c->wake_fd = sv[1];
+  c->wake_pending = 0;
+  c->ready_all = 1; /* whatever happened before: everyone looks again */
+  zkl_client_changed(c);
+  pthread_mutex_unlock(&c->mu);
+  return sv[0];
+}
+
+/* Lua thread: the caller knows its earliest deadline; it replaces any */
+void zkl_client_wake_by(zkl_client *c, double at) {
+  pthread_mutex_lock(&c->mu);
+  c->wake_by = at > 0 ? at : 0;
+  if (at > 0) zkl_client_rearm(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- callbacks Lua owes the user ---------------------------------------- */
 
 void zkl_event_push(zkl_client *c, int type, const char *path,

@@ -364,6 +364,16 @@ static void *session_timer(void *arg) {
         next = lost_at;
       }
     }
+    /* an event loop's deadline (zk:fd(), zkl_client_wake_by) */
+    if (c->wake_by > 0) {
+      double left = c->wake_by - zkl_now();
+      if (left <= 0) {
+        c->wake_by = 0;
+        zkl_client_changed(c);
+      } else if (now + left < next) {
+        next = now + left;
+      }
+    }
     c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
       if (expiry < next) next = expiry;

@@ -241,6 +241,13 @@ unsigned long zkl_client_wait(zkl_client *c, unsigned long gen,
  * by c); accept the one connection made to it.  0 with err on failure. */
 const char *zkl_client_wake_listen(zkl_client *c, zkl_error *err);
 int zkl_client_wake_accept(zkl_client *c, zkl_error *err);
+/* The wake socket for any event loop (zk:fd(), docs/api.md "Waiting in
+ * an event loop"): a socket pair; the caller owns, reads and closes the
+ * returned end (non-blocking).  -1 with err when one is set up already. */
+int zkl_client_wake_pair(zkl_client *c, zkl_error *err);
+/* Have a byte written at monotonic time `at` (replacing the time asked
+ * for before; 0: none). */
+void zkl_client_wake_by(zkl_client *c, double at);
 /* Take the wake ids of what changed since the last call (*ids malloc'd,
  * the caller frees it), whether every waiter must look (*all), and when
  * the first change happened (*since, monotonic); returns whether a byte

@@ -14,7 +14,9 @@
 #define ZKL_ATTEMPT_MT "zklock.attempt"
 #define ZKL_OP_MT "zklock.op"
 
-typedef struct { zkl_client *c; } zkl_client_box;
+/* rfd: the reading end of zk:fd()'s wake-up socket, or -1; it outlives
+ * zk:close() (an event loop may still watch it) until the box is freed */
+typedef struct { zkl_client *c; int rfd; } zkl_client_box;
 
 zkl_client *zkl_checkclient(lua_State *L, int idx); /* open, same process */
 /* A client's objects may not be used in a forked child: the error. */

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "lbind.h"
 
@@ -125,6 +127,7 @@ static int lclient_new(lua_State *L) {
    * then the list's checks (its scratch copy lives on the Lua stack) */
   b = (zkl_client_box *)lua_newuserdata(L, sizeof *b);
   b->c = NULL;
+  b->rfd = -1;
   luaL_setmetatable(L, ZKL_CLIENT_MT);
   if (lua_type(L, 3) == LUA_TTABLE) {
     struct ACL_vector scratch;
@@ -160,6 +163,8 @@ static int lclient_close(lua_State *L) {
 static int lclient_gc(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
   if (b->c && zkl_client_forked(b->c)) b->c = NULL;
+  if (b->rfd >= 0) close(b->rfd);
+  b->rfd = -1;
   return lclient_close(L);
 }
 
@@ -345,6 +350,45 @@ static int lclient_wake_accept(lua_State *L) {
   return 1;
 }
 
+/* client:fd() -> descriptor | nil, msg, code: the reading end of the
+ * wake-up socket for an event loop (docs/api.md, "Waiting in an event
+ * loop"); the same one on every call */
+static int lclient_fd(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  zkl_error err;
+  if (b->rfd < 0) {
+    int fd = zkl_client_wake_pair(zkl_checkclient(L, 1), &err);
+    if (fd < 0) return zkl_pusherr(L, &err);
+    b->rfd = fd;
+  }
+  lua_pushinteger(L, b->rfd);
+  return 1;
+}
+
+/* client:_drain() -> bytes: empties zk:fd()'s socket (0 without one) */
+static int lclient_drain(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  char buf[256];
+  ssize_t n;
+  lua_Integer total = 0;
+  if (b->rfd >= 0)
+    while ((n = recv(b->rfd, buf, sizeof buf, MSG_DONTWAIT)) > 0) total += n;
+  lua_pushinteger(L, total);
+  return 1;
+}
+
+/* client:_wake_by(t): a byte on the wake-up socket at monotonic time t
+ * (replacing the time set before; 0: none).  A closed client: nothing. */
+static int lclient_wake_by(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  double at = luaL_checknumber(L, 2);
+  if (b->c) {
+    zkl_checkfork(L, b->c, NULL);
+    zkl_client_wake_by(b->c, at);
+  }
+  return 0;
+}
+
 /* client:_ready() -> { wake ids }, all, since: takes what changed since
  * the last call and lets the next change write to the wake-up socket
  * again; `since` is when the first of those changes happened (monotonic),
@@ -396,6 +440,9 @@ void zkl_open_client(lua_State *L) {
     { "_wake_listen", lclient_wake_listen },
     { "_wake_accept", lclient_wake_accept },
     { "_ready", lclient_ready },
+    { "fd", lclient_fd },
+    { "_drain", lclient_drain },
+    { "_wake_by", lclient_wake_by },
     { "_want_state", lclient_want_state },
     { NULL, NULL }
   };

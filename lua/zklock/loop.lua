@@ -1,0 +1,226 @@
+--- Waits in any Lua event loop: what zklock.cqueues, zklock.luv and
+-- zklock.copas are made of, and how to write the same for another loop.
+--
+--     local loop = require "zklock.loop"
+--     loop.attach(zk, driver)   -- zk's waits now suspend coroutines
+--
+-- A client attached to a driver keeps one descriptor, `zk:fd()`, that the
+-- C core makes readable whenever something changed for this client (a
+-- watch fired, a request completed, the connection's state moved, a
+-- callback is owed) and when the earliest deadline of a waiting coroutine
+-- has passed.  The loop watches it and calls `zk:step()` when it is
+-- readable: that wakes exactly the coroutines whose lock or operation
+-- moved (or whose time ran out) and runs the callbacks owed.  No polling,
+-- and no timer of the loop's own.  Design: docs/design.md, "Event loops";
+-- use: docs/api.md, "Waiting in an event loop".
+--
+-- A driver is a table:
+--   current()      the token of the calling coroutine when it may suspend
+--                  in this loop (nil: it may not; the wait blocks)
+--   suspend(tok)   suspend the calling coroutine until resume(tok)
+--   resume(tok)    make it run again (from zk:step(); may run it now)
+--   watch(fd, fn)  call fn() whenever fd is readable; returns a function
+--                  that stops watching
+-- @module zklock.loop
+local R = require "zklock.runtime"
+local zklock = require "zklock"
+local core = require "zklock.core"
+R.internal_file() -- (bad arguments point past this file, at the caller)
+
+local M = {}
+
+local now = core.now
+local pairs, ipairs, type, next = pairs, ipairs, type, next
+local setmetatable, error, tostring = setmetatable, error, tostring
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
+local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
+
+-- client -> w: { client, driver, stop (the watch's), byid (id -> entry,
+-- weak values), entry_of (obj -> entry, weak keys), any (waits without
+-- an object), next_id, deadline (the earliest armed, or nil) }
+-- An entry is { id, ref = { obj } (weak), recs = { [rec] = true } }; a
+-- rec is one suspended wait: { tok, deadline, done }.
+local clients = setmetatable({}, WEAK_KEYS)
+local installed = false -- our waiter (installed by the first attach)
+
+local function new_entry(w)
+  local id = w.next_id
+  while w.byid[id] do id = id % MAX_ID + 1 end -- (after a wrap-around)
+  w.next_id = id % MAX_ID + 1
+  local e = { id = id, ref = setmetatable({}, WEAK_VALUES), recs = {} }
+  w.byid[id] = e
+  return e
+end
+
+-- Arm the C core's deadline byte for `d` when it is the earliest.
+local function arm(w, d)
+  if not w.deadline or d < w.deadline then
+    w.deadline = d
+    w.client:_wake_by(d)
+  end
+end
+
+-- The waiter zklock calls (zklock.set_waiter) while this module is loaded.
+local function wait(client, gen, timeout, obj)
+  local w = clients[client]
+  local tok = w and not w.closed and w.driver.current()
+  if not tok then return client:_wait(gen, timeout) end -- (blocks)
+  local e
+  if type(obj) == "userdata" then
+    e = w.entry_of[obj]
+    if not e then
+      e = new_entry(w)
+      e.ref[1] = obj
+      w.entry_of[obj] = e
+      -- from now on a change of obj queues e.id; anything before it shows
+      -- in the change counter
+      if obj:_wake(e.id) ~= gen then return end
+    end
+  else
+    e = w.any
+    local _, g = client:_poll()
+    if g ~= gen then return end
+  end
+  local rec = { tok = tok }
+  if timeout then
+    rec.deadline = now() + timeout
+    arm(w, rec.deadline)
+  end
+  e.recs[rec] = true
+  w.driver.suspend(tok)
+  e.recs[rec] = nil
+  rec.done = true
+end
+
+-- The recs of e, taken out of it, onto list `out`.
+local function take_recs(e, out)
+  for rec in pairs(e.recs) do
+    e.recs[rec] = nil
+    out[#out + 1] = rec
+  end
+end
+
+-- Waits whose deadline has passed, taken out; the next deadline armed.
+local function expire(w, out)
+  local t, earliest = now(), nil
+  local function look(e)
+    for rec in pairs(e.recs) do
+      local d = rec.deadline
+      if d and d <= t then
+        e.recs[rec] = nil
+        out[#out + 1] = rec
+      elseif d and (not earliest or d < earliest) then
+        earliest = d
+      end
+    end
+  end
+  for _, e in pairs(w.byid) do look(e) end
+  look(w.any)
+  w.deadline = earliest
+  w.client:_wake_by(earliest or 0)
+end
+
+local function step(w)
+  local client = w.client
+  client:_drain()
+  local ids, all = client:_ready()
+  local woken = {}
+  if all then
+    for _, e in pairs(w.byid) do take_recs(e, woken) end
+  else
+    for _, id in ipairs(ids) do
+      local e = w.byid[id]
+      if e then take_recs(e, woken) end
+    end
+  end
+  take_recs(w.any, woken)
+  if w.deadline and w.deadline <= now() then expire(w, woken) end
+  -- callbacks owed (state listeners, revocation, lost holds), then the
+  -- coroutines; a failure of either is raised after all have had their go
+  local ok, err = pcall(R.dispatch, client)
+  local resume = w.driver.resume
+  for _, rec in ipairs(woken) do
+    if not rec.done then
+      rec.done = true
+      local rok, rerr = pcall(resume, rec.tok)
+      if not rok and ok then ok, err = false, rerr end
+    end
+  end
+  if client:state() == "closed" and not w.closed then
+    w.closed = true
+    if w.stop then w.stop() end
+    w.stop = nil
+  end
+  if not ok then error(err, 0) end
+  return #woken
+end
+
+--- Attach client `zk` to an event loop's `driver` (see the module's
+-- description): from now on a wait of zk's objects in a coroutine of that
+-- loop suspends the coroutine instead of blocking the thread.  A client
+-- is attached once.
+-- @return zk, or nil, message, code
+function M.attach(client, driver)
+  R.check_client(client, "attach")
+  if type(driver) ~= "table" then
+    R.argerror(2, "attach", "driver table expected, got " .. type(driver))
+  end
+  for _, k in ipairs { "current", "suspend", "resume", "watch" } do
+    if type(driver[k]) ~= "function" then
+      R.argerror(2, "attach", "driver." .. k .. " must be a function")
+    end
+  end
+  if clients[client] then
+    R.argerror(1, "attach", "this client is attached already")
+  end
+  local fd, msg, code = client:fd()
+  if not fd then return nil, msg, code end
+  local w = {
+    client = client, driver = driver,
+    byid = setmetatable({}, WEAK_VALUES),
+    entry_of = setmetatable({}, WEAK_KEYS),
+    next_id = 1,
+  }
+  w.any = new_entry(w)
+  w.byid[w.any.id] = nil -- (taken on every step, kept by w)
+  clients[client] = w
+  if not installed then
+    zklock.set_waiter(wait)
+    installed = true
+  end
+  local stop = driver.watch(fd, function() return step(w) end)
+  w.stop = stop
+  return client
+end
+
+--- Wake the coroutines whose wait on `zk` ended and run the callbacks it
+-- owes; what `zk:fd()` being readable asks for.  An adapter's watch calls
+-- it; call it yourself when you watch the descriptor yourself.
+-- @return how many waits it ended
+function M.step(client)
+  local w = clients[client]
+  if not w then
+    R.check_client(client, "step")
+    client:_drain()
+    client:_ready()
+    return (R.dispatch(client))
+  end
+  return step(w)
+end
+
+--- Open a session attached to `driver`, waiting for it as the caller can
+-- (suspended in a coroutine of the loop, else blocking).
+-- @param fname the calling function's name, for argument errors
+function M.connect(driver, hosts, opts, fname)
+  local client, ct, code = R.open(hosts, opts, fname or "connect")
+  if not client then return nil, ct, code end
+  local ok, msg, mcode = M.attach(client, driver)
+  if not ok then
+    client:close()
+    return nil, msg, mcode
+  end
+  return R.finish_connect(client, hosts, ct)
+end
+
+return M
