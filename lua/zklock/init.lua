@@ -259,8 +259,8 @@ end
 
 local function run(lock, timeout, opts, fn, ...)
   local update = opts and opts.update
-  local held, msg, code = lock:acquire(timeout, update and
-    { max_hold = opts.max_hold, read = update } or opts)
+  local held, msg, code = lock:acquire(timeout, opts and
+    { max_hold = opts.max_hold, read = update })
   if not held then return nil, msg, code end
   if update then
     -- msg, code: the guarded node's data and version (nil: no node)
@@ -277,6 +277,9 @@ local function writes_with_release(lock)
   local kind = core.unbox(lock).kind
   return kind == "mutex" or kind == "write"
 end
+
+-- with_lock's options table
+local WITH_LOCK_OPTIONS = R.options({ "timeout", "max_hold", "update" })
 
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
 -- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`, or
@@ -297,8 +300,8 @@ function M.with_lock(lock, a, ...)
   local timeout, opts = a, nil
   if type(a) == "table" then -- { timeout =, max_hold =, update = }
     timeout, opts = a.timeout, a
+    L.check_opts(opts, 2, "with_lock", WITH_LOCK_OPTIONS)
     check_timeout(timeout, 2, "with_lock")
-    L.check_opts(opts, 2, "with_lock")
     if a.update ~= nil then
       check_path(a.update, 2, "with_lock")
       if not writes_with_release(lock) then
@@ -306,9 +309,6 @@ function M.with_lock(lock, a, ...)
           or mt.__name or "lock"
         argerror(2, "with_lock", "update needs a mutex or a write lock: " ..
           "a " .. tostring(name) .. " writes nothing with its release")
-      end
-      if a.read ~= nil then
-        argerror(2, "with_lock", "update reads the node already (read)")
       end
     end
   else
