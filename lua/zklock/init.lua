@@ -43,6 +43,7 @@ local check_path, check_count = R.check_path, R.check_count
 local check_timeout, check_data = R.check_timeout, R.check_data
 local await, dispatch, closed = R.await, R.dispatch, R.closed
 local call_op, succeeded = R.call_op, R.succeeded
+local protect = R.protect
 
 -- ---------------------------------------------------------------------------
 -- waiting
@@ -257,6 +258,9 @@ local function finish_update(lock, path, ok, new, ...)
   return ...
 end
 
+-- fn runs under R.protect: a string error raised in it is raised again
+-- with the frames inside fn (gone by then) appended; any other error
+-- value, unchanged.
 local function run(lock, timeout, opts, fn, ...)
   local update = opts and opts.update
   local held, msg, code = lock:acquire(timeout, opts and
@@ -264,9 +268,9 @@ local function run(lock, timeout, opts, fn, ...)
   if not held then return nil, msg, code end
   if update then
     -- msg, code: the guarded node's data and version (nil: no node)
-    return finish_update(lock, update, pcall(fn, msg, ...))
+    return finish_update(lock, update, protect(fn, msg, ...))
   end
-  return finish(lock, pcall(fn, ...))
+  return finish(lock, protect(fn, ...))
 end
 
 -- Can `lock` write with its release (with_lock's update)?  A mutex or a
@@ -282,7 +286,9 @@ end
 local WITH_LOCK_OPTIONS = R.options({ "timeout", "max_hold", "update" })
 
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
--- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`, or
+-- the error (a string one with the traceback of where fn raised it
+-- appended; any other value unchanged: docs/api.md).
+-- `zklock.with_lock(lock, [timeout,] fn, ...)`, or
 -- `zklock.with_lock(lock, { timeout =, max_hold =, update = }, fn, ...)`;
 -- a hold lost meanwhile (its max_hold ran out, say) makes it return nil,
 -- msg, "lock_lost" after fn.  With `update = path`, the node is read with

@@ -420,6 +420,53 @@ local function await(client, obj, deadline, slack)
 end
 R.await = await
 
+-- ---------------------------------------------------------------------------
+-- errors of a user's function, re-raised after a cleanup (with_lock)
+
+-- An xpcall message handler that keeps where an error was raised: a
+-- string comes back with the traceback of the frames between the error
+-- and the xpcall appended, the frames that are gone once it is raised
+-- again after the cleanup, so that an outer xpcall(debug.traceback) or
+-- nginx's error log still shows them; any other value (a table) comes
+-- back unchanged, the very same value.  docs/api.md, with_lock.
+local xpcall, getinfo = xpcall, debug.getinfo
+local MAX_FRAMES = 40
+local function keep_traceback(e)
+  if type(e) ~= "string" then return e end
+  -- the frames from the error down to the xpcall (below it: the caller's,
+  -- which the outer traceback shows), as debug.traceback writes them
+  local out, level = { e, "\nstack traceback (where it was raised):" }, 2
+  while true do
+    local info = getinfo(level, "Slnf")
+    if not info or info.func == xpcall then break end
+    if level > MAX_FRAMES then out[#out + 1] = "\n\t..."; break end
+    local where = info.what == "C" and "[C]"
+      or ("%s:%d"):format(info.short_src, info.currentline)
+    local what = info.what == "main" and "main chunk"
+      or info.name and ("function '%s'"):format(info.name)
+      or info.what == "C" and "?"
+      or ("function <%s:%d>"):format(info.short_src, info.linedefined)
+    out[#out + 1] = ("\n\t%s: in %s"):format(where, what)
+    level = level + 1
+  end
+  return table.concat(out)
+end
+R.keep_traceback = keep_traceback
+
+--- xpcall(fn, R.keep_traceback, ...): ok, and fn's results or its error.
+if _VERSION == "Lua 5.1" and not jit then
+  -- (PUC Lua 5.1's xpcall passes no arguments: a closure does)
+  R.protect = function(fn, ...)
+    local args, n = { ... }, select("#", ...)
+    return xpcall(function() return fn(unpack(args, 1, n)) end,
+      keep_traceback)
+  end
+else
+  R.protect = function(fn, ...)
+    return xpcall(fn, keep_traceback, ...)
+  end
+end
+
 -- fn(...), with cleanup() run if fn does not return: an error raised out
 -- of it (a waiter's, say), or, on Lua 5.4, coroutine.close() of the
 -- coroutine waiting in it (a to-be-closed guard; `<close>` is loaded from
