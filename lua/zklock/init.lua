@@ -328,6 +328,8 @@ end
 
 --- Counters of this client: `requests` sent, `watch_events` received,
 -- `renewed` (new sessions opened after an expiry), `lost` (holds lost),
+-- `since_contact` (seconds since the server last answered; absent before
+-- any answer),
 -- and `kinds`: per recipe kind ("mutex", "semaphore_mutex",
 -- "rwlock.read", "rwlock.write", "semaphore") the counts `acquires`,
 -- `timeouts`, `errors`, `releases`, `losses`, and the `wait` and `hold`
