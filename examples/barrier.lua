@@ -11,7 +11,23 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, workers, role, path, out = ...
-workers = tonumber(workers) or 5
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/barrier.lua HOSTS [workers]"
+local function usage(why)
+  io.stderr:write("barrier.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
+workers = number_arg(workers, "workers", 5)
 
 local function append(f, s)
   local fh = assert(io.open(f, "a"))
@@ -47,7 +63,7 @@ end
 if hosts == nil or hosts == "" or hosts == "-" then
   hosts = os.getenv("ZK_HOSTS")
 end
-assert(hosts, "usage: barrier.lua HOSTS [workers]")
+if not hosts then usage("no HOSTS (nor $ZK_HOSTS)") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 out = ("%s/zklock-barrier-%d"):format(dir, core.pid())
 os.remove(out)

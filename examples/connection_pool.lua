@@ -13,8 +13,25 @@ local core = require "zklock.core"
 
 local CONNECTIONS = 3
 local hosts, workers, jobs, role, log = ...
-workers = tonumber(workers) or 10
-jobs = tonumber(jobs) or 5
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/connection_pool.lua " ..
+  "HOSTS [workers] [jobs]"
+local function usage(why)
+  io.stderr:write("connection_pool.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
+workers = number_arg(workers, "workers", 10)
+jobs = number_arg(jobs, "jobs", 5)
 
 local function spin(s)
   local t = core.now() + s
@@ -45,7 +62,7 @@ end
 if hosts == nil or hosts == "" or hosts == "-" then
   hosts = os.getenv("ZK_HOSTS")
 end
-assert(hosts, "usage: connection_pool.lua HOSTS [workers] [jobs]")
+if not hosts then usage("no HOSTS (nor $ZK_HOSTS)") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 log = ("%s/zklock-pool-%d"):format(dir, core.pid())
 os.remove(log)

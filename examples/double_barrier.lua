@@ -11,7 +11,23 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, members, role, path, out, index = ...
-members = tonumber(members) or 3
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/double_barrier.lua HOSTS [members]"
+local function usage(why)
+  io.stderr:write("double_barrier.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
+members = number_arg(members, "members", 3)
 
 local function append(f, s)
   local fh = assert(io.open(f, "a"))
@@ -44,7 +60,7 @@ end
 if hosts == nil or hosts == "" or hosts == "-" then
   hosts = os.getenv("ZK_HOSTS")
 end
-assert(hosts, "usage: double_barrier.lua HOSTS [members]")
+if not hosts then usage("no HOSTS (nor $ZK_HOSTS)") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 out = ("%s/zklock-dbarrier-%d"):format(dir, core.pid())
 os.remove(out)

@@ -7,8 +7,25 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, workers, each, role, node, out = ...
-workers = tonumber(workers) or 30
-each = tonumber(each) or 5
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/order_numbers.lua " ..
+  "HOSTS [workers] [orders_each]"
+local function usage(why)
+  io.stderr:write("order_numbers.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
+workers = number_arg(workers, "workers", 30)
+each = number_arg(each, "orders_each", 5)
 
 if role == "worker" then
   local zk = assert(zklock.connect(hosts))
@@ -29,7 +46,7 @@ if role == "worker" then
   return
 end
 
-assert(hosts, "usage: order_numbers.lua HOSTS [workers] [orders_each]")
+if not hosts then usage("no HOSTS") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 node = ("/examples/order-numbers-%d"):format(core.pid())
 out = ("%s/zklock-orders-%d.out"):format(dir, core.pid())

@@ -13,10 +13,30 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, mode, readers, writers, rounds, role, file, log = ...
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/rwlock_config.lua " ..
+  "HOSTS [lock|nolock] [readers] [writers] [rounds]"
+local function usage(why)
+  io.stderr:write("rwlock_config.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
 mode = mode or "lock"
-readers = tonumber(readers) or 4
-writers = tonumber(writers) or 2
-rounds = tonumber(rounds) or 20
+if mode ~= "lock" and mode ~= "nolock" then
+  usage(("lock or nolock expected, got '%s'"):format(mode))
+end
+readers = number_arg(readers, "readers", 4)
+writers = number_arg(writers, "writers", 2)
+rounds = number_arg(rounds, "rounds", 20)
 local KEYS = 20
 
 local function spin(s)
@@ -87,8 +107,7 @@ end
 if hosts == nil or hosts == "" or hosts == "-" then
   hosts = os.getenv("ZK_HOSTS")
 end
-assert(hosts, "usage: rwlock_config.lua HOSTS [lock|nolock] [readers] " ..
-  "[writers] [rounds]")
+if not hosts then usage("no HOSTS (nor $ZK_HOSTS)") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 file = ("%s/zklock-config-%d"):format(dir, core.pid())
 log = file .. ".log"

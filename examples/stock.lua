@@ -11,9 +11,29 @@ local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, mode, workers, attempts, role, node, sales = ...
+
+-- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
+local USAGE = "usage: lua5.4 examples/stock.lua " ..
+  "HOSTS [lock|nolock] [workers] [attempts]"
+local function usage(why)
+  io.stderr:write("stock.lua: ", why, "\n", USAGE, "\n")
+  os.exit(64)
+end
+local function number_arg(v, what, default)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < 1 or n ~= math.floor(n) then
+    usage(("%s must be a positive integer, got '%s'"):format(what, v))
+  end
+  return n
+end
+
 mode = mode or "lock"
-workers = tonumber(workers) or 10
-attempts = tonumber(attempts) or 100
+if mode ~= "lock" and mode ~= "nolock" then
+  usage(("lock or nolock expected, got '%s'"):format(mode))
+end
+workers = number_arg(workers, "workers", 10)
+attempts = number_arg(attempts, "attempts", 100)
 local STOCK = 30
 
 local function think() -- between reading and writing: where races live
@@ -53,7 +73,7 @@ if role == "worker" then
   return
 end
 
-assert(hosts, "usage: stock.lua HOSTS [lock|nolock] [workers] [attempts]")
+if not hosts then usage("no HOSTS") end
 local dir = os.getenv("TMPDIR") or "/tmp"
 node = ("/examples/stock-%d"):format(core.pid())
 sales = ("%s/zklock-stock-%d.sales"):format(dir, core.pid())

@@ -2,6 +2,11 @@
 -- command with its connect string in $ZK_HOSTS, then remove the server.
 --   lua5.4 examples/with_server.lua 'command using $ZK_HOSTS'
 local testing = require "zklock.testing"
+if not arg[1] or arg[1] == "" then
+  io.stderr:write("with_server.lua: no command given\n",
+    "usage: lua5.4 examples/with_server.lua 'command using $ZK_HOSTS'\n")
+  os.exit(64)
+end
 local srv = testing.server()
 -- exported first, so that `$ZK_HOSTS` in the command sees it
 local ok, _, code = os.execute(("export ZK_HOSTS=%s; %s"):format(

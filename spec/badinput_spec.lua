@@ -244,6 +244,77 @@ describe("bad input", function()
     assert.is_true(lease:release())
   end)
 
+  -- (issue 24, item 4: `connect(h, { sesion_timeout = 5 })` was silently
+  -- a 10 s session)
+  it("an unknown option key: every options table refuses it, with the " ..
+     "closest name when it is near", function()
+    local hosts, p = srv.connect_string, H.path("opts")
+    local m, sem = zk:mutex(p), zk:semaphore(p .. "/s", 2)
+    local sent = zk:stats().requests
+    local function refused(f, fname, n, msg)
+      local ok, err = pcall(f)
+      assert.is_false(ok, msg)
+      -- (pinned on the caller: this file's line, then the message)
+      assert.equal(("bad argument #%d to '%s' (%s)"):format(n, fname, msg),
+        (err:gsub("^spec/badinput_spec%.lua:%d+: ", "")))
+    end
+    local function fn() error("fn must not run") end
+    for _, c in ipairs({
+      { function() zklock.connect(hosts, { sesion_timeout = 5 }) end,
+        "connect", 2, "unknown option 'sesion_timeout' (did you mean " ..
+        "'session_timeout'?)" },
+      { function() zklock.connect(hosts, { bogus = 1 }) end,
+        "connect", 2, "unknown option 'bogus'" },
+      { function() zklock.connect(hosts, { "x" }) end,
+        "connect", 2, "unknown option [1]" },
+      { function() zklock.connect(hosts, { tls = { cafile = "x" } }) end,
+        "connect", 2, "unknown option 'tls.cafile'" },
+      { function() zk:mutex(p, { bogus = 1 }) end,
+        "mutex", 2, "unknown option 'bogus'" },
+      { function() zk:mutex(p, { read = "/x" }) end, -- (acquire's)
+        "mutex", 2, "unknown option 'read'" },
+      { function() zk:semaphore_mutex(p, { max_hlod = 1 }) end,
+        "semaphore_mutex", 2, "unknown option 'max_hlod' (did you mean " ..
+        "'max_hold'?)" },
+      { function() zk:semaphore(p, 2, { bogus = 1 }) end,
+        "semaphore", 3, "unknown option 'bogus'" },
+      { function() zk:rwlock(p, { lingr = 1 }) end,
+        "rwlock", 2, "unknown option 'lingr' (did you mean 'linger'?)" },
+      { function() m:acquire(1, { bogus = 1 }) end,
+        "acquire", 2, "unknown option 'bogus'" },
+      { function() m:acquire(1, { timeout = 1 }) end, -- (with_lock's)
+        "acquire", 2, "unknown option 'timeout'" },
+      { function() m:release({ write = p, data = "x", dta = "y" }) end,
+        "release", 1, "unknown option 'dta' (did you mean 'data'?)" },
+      { function() sem:acquire(1, { bogus = 1 }) end,
+        "acquire", 2, "unknown option 'bogus'" },
+      { function() zk:multilock({ m }):acquire(1, { bogus = 1 }) end,
+        "acquire", 2, "unknown option 'bogus'" },
+      { function() zklock.with_lock(m, { timout = 1 }, fn) end,
+        "with_lock", 2, "unknown option 'timout' (did you mean " ..
+        "'timeout'?)" },
+      { function() zklock.with_lock(m, { read = p }, fn) end,
+        "with_lock", 2, "unknown option 'read'" },
+      { function() zk:leader_selector(p, fn, { requeu = false }) end,
+        "leader_selector", 3, "unknown option 'requeu' (did you mean " ..
+        "'requeue'?)" },
+      { function() H.testing.server({ tick = 100 }) end,
+        "server", 1, "unknown option 'tick'" },
+      { function() H.testing.cluster(3, { port = 1 }) end,
+        "cluster", 2, "unknown option 'port'" },
+    }) do
+      refused(c[1], c[2], c[3], c[4])
+    end
+    -- several: the first by name, the same every run
+    refused(function() zk:mutex(p, { zz = 1, aa = 2, max_hold = 1 }) end,
+      "mutex", 2, "unknown option 'aa'")
+    -- nothing was sent, nothing is held; the known keys still work
+    assert.equal(sent, zk:stats().requests)
+    assert.is_false(m:is_held())
+    assert.equal(m, m:acquire(5, { max_hold = 30 }))
+    assert.is_true(m:release())
+  end)
+
   it("set_waiter", function()
     assert.has_error(function() zklock.set_waiter(5) end)
     zklock.set_waiter(nil)

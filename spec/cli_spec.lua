@@ -83,11 +83,11 @@ describe("zklock (command-line tool)", function()
         function()
       local path, log = H.path("cli"), H.tmpname("log")
       local rel_a, rel_b = H.tmpname("rel"), H.tmpname("rel")
-      local a = start("run", hosts, path, "--timeout", 60, "--",
+      local a = start("run", hosts, path, "--timeout", "inf", "--",
         "sh", JOB, log, "A", rel_a, 0)
       H.wait_until(function() return has_line(log, "A start") end, 30,
         "A's command to start")
-      local b = start("run", hosts, path, "--timeout", 60, "--",
+      local b = start("run", hosts, path, "--timeout=Infinity", "--",
         "sh", JOB, log, "B", rel_b, 0)
       H.wait_until(function() return second_waits(path) end, 30,
         "B to wait behind A")
@@ -157,6 +157,34 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
+    -- (issue 24, item 8: it said "(the session is connecting)")
+    it("lost when ZooKeeper is silent: says for how long, exit 79",
+        function()
+      local path, log = H.path("cli"), H.tmpname("log")
+      local never = H.tmpname("never")
+      local proxy = H.testing.proxy(srv)
+      local p = start("run", proxy:connect_string(), path,
+        "--session-timeout", 2, "--", "sh", JOB, log, "Q", never, 0)
+      H.wait_until(function() return has_line(log, "Q start") end, 30,
+        "the command to start")
+      proxy:stall(true, true) -- silence, both ways
+      H.wait_until(function() return has_line(log, "Q TERM") end, 30,
+        "the hold to be lost")
+      proxy:stall(false, false) -- (the session lives: its node goes now)
+      local rc, out = finished(p)
+      proxy:close()
+      assert.equal(LOST, rc, out)
+      local quiet = out:match("zklock: run: lock " .. path:gsub("%p", "%%%0")
+        .. " lost while the command ran %(no contact with ZooKeeper for " ..
+        "(%d+%.%d) s%); sending SIGTERM to process group %d+\n")
+      assert(quiet, out)
+      -- given up at about 0.65 of the 2 s session timeout
+      assert.is_true(tonumber(quiet) >= 1 and tonumber(quiet) < 2, out)
+      assert.same({ "Q start", "Q TERM" }, log_lines(log))
+      H.wait_until(function() return contenders(path) == 0 end, 10,
+        "its node to go")
+    end)
+
     it("--signal and --kill-after: a command that ignores the signal is " ..
         "killed", function()
       local path, log = H.path("cli"), H.tmpname("log")
@@ -186,7 +214,7 @@ describe("zklock (command-line tool)", function()
         "the command to start")
       local rc, out = finished(start("revoke", hosts, path))
       assert.equal(0, rc, out)
-      assert.equal("1\n", out)
+      assert.equal("asked 1 holder of " .. path .. " to release\n", out)
       rc, out = finished(p)
       assert.equal(LOST, rc, out)
       assert.matches("zklock: run: lock " .. path:gsub("%p", "%%%0") ..
@@ -410,6 +438,35 @@ describe("zklock (command-line tool)", function()
       end
     end)
 
+    -- (issue 24, item 8: they failed an assert, with its traceback)
+    it("the examples: a usage line on stderr and 64 on bad or missing " ..
+       "arguments", function()
+      local cases = {
+        { "barrier.lua", "-", "many" },
+        { "connection_pool.lua", "-", "10", "0" },
+        { "double_barrier.lua", "-", "2.5" },
+        { "order_numbers.lua" },
+        { "rwlock_config.lua", "-", "locked" },
+        { "stock.lua" },
+        { "with_server.lua" },
+      }
+      local ps = {}
+      for i, c in ipairs(cases) do
+        -- (without $ZK_HOSTS, the examples' fallback for HOSTS)
+        ps[i] = H.spawn_lua("env -u ZK_HOSTS " .. H.lua,
+          os.getenv("LUA_CPATH") or package.cpath, "examples/" .. c[1],
+          table.unpack(c, 2))
+        procs[#procs + 1] = ps[i]
+      end
+      for i, c in ipairs(cases) do
+        local rc, out = finished(ps[i])
+        assert.equal(USAGE, rc, c[1] .. ": " .. out)
+        assert.matches("^" .. c[1]:gsub("%p", "%%%0") .. ": [^\n]+\n" ..
+          "usage: lua5%.4 examples/" .. c[1]:gsub("%p", "%%%0") ..
+          " [^\n]+\n$", out)
+      end
+    end)
+
     it("--help: the usage on stdout, 0", function()
       local rc, out = finished(start("--help"))
       assert.equal(0, rc, out)
@@ -496,7 +553,7 @@ describe("zklock (command-line tool)", function()
       local path = H.path("cli")
       local rc, out = finished(start("revoke", hosts, path))
       assert.equal(1, rc, out)
-      assert.equal("0\n", out)
+      assert.equal("nobody holds " .. path .. "\n", out)
       local m = zk:mutex(path)
       local revoked = 0
       m:on_revoke(function(l)
@@ -506,7 +563,7 @@ describe("zklock (command-line tool)", function()
       assert(m:acquire(5))
       rc, out = finished(start("revoke", hosts, path))
       assert.equal(0, rc, out)
-      assert.equal("1\n", out)
+      assert.equal("asked 1 holder of " .. path .. " to release\n", out)
       H.wait_until(function()
         zk:dispatch(0.1)
         return revoked > 0
@@ -533,7 +590,7 @@ describe("zklock (command-line tool)", function()
       local path = H.path("cli-barrier")
       local b = zk:barrier(path)
       assert.is_true(b:set())
-      local p = start("wait-barrier", hosts, path, "--timeout", 60)
+      local p = start("wait-barrier", hosts, path, "--timeout", "inf")
       H.wait_until(function() return watched(path) end, 30,
         "the tool to watch the barrier")
       assert.is_nil(p:status())

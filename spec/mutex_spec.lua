@@ -197,6 +197,37 @@ describe("zklock mutex", function()
     assert.equal(0, #m:participants())
   end)
 
+  -- (issue 24, item 5: the frames inside fn were gone, in an outer
+  -- xpcall(debug.traceback) and in nginx's error log)
+  it("with_lock keeps fn's traceback: a string error is raised again " ..
+     "with the frames where it was raised; a table, unchanged", function()
+    local path = H.path()
+    local m = zk:mutex(path)
+    for _, opts in ipairs({ 5, { timeout = 5, update = path .. "/n" } }) do
+      local ok, err = xpcall(function()
+        return zklock.with_lock(m, opts, function()
+          local function inner() error("boom") end
+          inner()
+        end)
+      end, debug.traceback)
+      assert.is_false(ok)
+      assert.matches("^spec/mutex_spec%.lua:%d+: boom\nstack traceback " ..
+        "%(where it was raised%):\n", err)
+      assert.matches("spec/mutex_spec%.lua:%d+: in function 'inner'", err)
+      assert.is_false(m:is_held())
+      -- a table: the very same value, through the outer handler too
+      local e = {}
+      ok, err = xpcall(function()
+        return zklock.with_lock(m, opts, function() error(e) end)
+      end, debug.traceback)
+      assert.is_false(ok)
+      assert.equal(e, err)
+      assert.is_false(m:is_held())
+    end
+    assert.equal(0, #m:participants())
+    assert.is_nil((zk:get(path .. "/n"))) -- (nothing written)
+  end)
+
   it("with_lock does not call fn when the lock is not acquired", function()
     local path = H.path()
     local holder = zk2:mutex(path)

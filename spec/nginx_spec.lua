@@ -412,6 +412,13 @@ describe("zklock under OpenResty (real nginx)", function()
     -- both connects refused the master, saying where to call them
     local _, refusals = body:gsub("call it in init_worker_by_lua", "")
     assert.equal(2, refusals, body)
+    -- (issue 24, item 4) an unknown option: connect's and its own
+    code, body = a:get("/bad_options")
+    assert.equal(200, code)
+    assert.matches("bad argument #2 to 'connect' (unknown option " ..
+      "'sweep_intervall' (did you mean 'sweep_interval'?))\n", body, 1, true)
+    assert.matches("bad argument #2 to 'connect' (unknown option " ..
+      "'sesion_timeout' (did you mean 'session_timeout'?))", body, 1, true)
   end)
 end)
 

@@ -132,7 +132,8 @@ describe("SASL DIGEST-MD5", function()
       "not both)")
     assert.has_error(function()
       zklock.connect(hosts, { sasl = { user = "b", pasword = "p" } })
-    end, "bad argument #2 to 'connect' (sasl.pasword: no such option)")
+    end, "bad argument #2 to 'connect' (unknown option " ..
+      "'sasl.pasword' (did you mean 'sasl.password'?))")
     assert.has_error(function()
       zklock.connect(hosts, { sasl = { user = "b",
                                         password_file = "/nonexistent" } })

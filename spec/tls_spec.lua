@@ -285,7 +285,8 @@ describe("TLS", function()
     assert.has_error(function()
       zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
                                        key = certs.ca, kee = "x" } })
-    end, "bad argument #2 to 'connect' (tls.kee: no such option)")
+    end, "bad argument #2 to 'connect' (unknown option " ..
+      "'tls.kee' (did you mean 'tls.key'?))")
     assert.has_error(function()
       zklock.connect(hosts, { tls = "yes" })
     end, "bad argument #2 to 'connect' (tls must be a table)")

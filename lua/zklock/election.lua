@@ -373,6 +373,9 @@ local function run_turn(f)
   return 1
 end
 
+-- leader_selector's options
+local SELECTOR_OPTIONS = R.options({ "requeue", "id" })
+
 --- A leader selector on `path` (Curator LeaderSelector): once started,
 -- `fn(selector)` runs each time this participant is chosen, where
 -- callbacks run (zklock waits, `zk:dispatch()`; under zklock.ngx in a
@@ -390,7 +393,7 @@ function client_methods:leader_selector(path, fn, opts)
   if opts ~= nil and type(opts) ~= "table" then
     argerror(3, "leader_selector", "table expected, got " .. type(opts))
   end
-  opts = opts or {}
+  opts = R.check_options(opts or {}, SELECTOR_OPTIONS, 3, "leader_selector")
   if opts.id ~= nil then R.check_data(self, opts.id, 3, "leader_selector") end
   local f = { client = self, path = path, fn = fn, turns = 0,
     id = opts.id or L.owner_data(self), requeue = opts.requeue ~= false }

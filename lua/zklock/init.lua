@@ -43,6 +43,7 @@ local check_path, check_count = R.check_path, R.check_count
 local check_timeout, check_data = R.check_timeout, R.check_data
 local await, dispatch, closed = R.await, R.dispatch, R.closed
 local call_op, succeeded = R.call_op, R.succeeded
+local protect = R.protect
 
 -- ---------------------------------------------------------------------------
 -- waiting
@@ -276,16 +277,19 @@ local function finish_update(lock, path, ok, new, ...)
   return ...
 end
 
+-- fn runs under R.protect: a string error raised in it is raised again
+-- with the frames inside fn (gone by then) appended; any other error
+-- value, unchanged.
 local function run(lock, timeout, opts, fn, ...)
   local update = opts and opts.update
-  local held, msg, code = lock:acquire(timeout, update and
-    { max_hold = opts.max_hold, read = update } or opts)
+  local held, msg, code = lock:acquire(timeout, opts and
+    { max_hold = opts.max_hold, read = update })
   if not held then return nil, msg, code end
   if update then
     -- msg, code: the guarded node's data and version (nil: no node)
-    return finish_update(lock, update, pcall(fn, msg, ...))
+    return finish_update(lock, update, protect(fn, msg, ...))
   end
-  return finish(lock, pcall(fn, ...))
+  return finish(lock, protect(fn, ...))
 end
 
 -- Can `lock` write with its release (with_lock's update)?  A mutex or a
@@ -297,8 +301,13 @@ local function writes_with_release(lock)
   return kind == "mutex" or kind == "write"
 end
 
+-- with_lock's options table
+local WITH_LOCK_OPTIONS = R.options({ "timeout", "max_hold", "update" })
+
 --- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
--- the original error.  `zklock.with_lock(lock, [timeout,] fn, ...)`, or
+-- the error (a string one with the traceback of where fn raised it
+-- appended; any other value unchanged: docs/api.md).
+-- `zklock.with_lock(lock, [timeout,] fn, ...)`, or
 -- `zklock.with_lock(lock, { timeout =, max_hold =, update = }, fn, ...)`;
 -- a hold lost meanwhile (its max_hold ran out, say) makes it return nil,
 -- msg, "lock_lost" after fn.  With `update = path`, the node is read with
@@ -316,8 +325,8 @@ function M.with_lock(lock, a, ...)
   local timeout, opts = a, nil
   if type(a) == "table" then -- { timeout =, max_hold =, update = }
     timeout, opts = a.timeout, a
+    L.check_opts(opts, 2, "with_lock", WITH_LOCK_OPTIONS)
     check_timeout(timeout, 2, "with_lock")
-    L.check_opts(opts, 2, "with_lock")
     if a.update ~= nil then
       check_path(a.update, 2, "with_lock")
       if not writes_with_release(lock) then
@@ -325,9 +334,6 @@ function M.with_lock(lock, a, ...)
           or mt.__name or "lock"
         argerror(2, "with_lock", "update needs a mutex or a write lock: " ..
           "a " .. tostring(name) .. " writes nothing with its release")
-      end
-      if a.read ~= nil then
-        argerror(2, "with_lock", "update reads the node already (read)")
       end
     end
   else
@@ -341,6 +347,8 @@ end
 
 --- Counters of this client: `requests` sent, `watch_events` received,
 -- `renewed` (new sessions opened after an expiry), `lost` (holds lost),
+-- `since_contact` (seconds since the server last answered; absent before
+-- any answer),
 -- and `kinds`: per recipe kind ("mutex", "semaphore_mutex",
 -- "rwlock.read", "rwlock.write", "semaphore") the counts `acquires`,
 -- `timeouts`, `errors`, `releases`, `losses`, and the `wait` and `hold`

@@ -51,13 +51,19 @@ local function owner_data(client)
   return ("zklock %s pid %d"):format(HOST, core.pid())
 end
 
+-- acquire's options (every kind's, and a multilock's: those that take
+-- no read refuse it by name)
+local ACQUIRE_OPTIONS = R.options({ "max_hold", "read" })
+
 -- opts (argument n of fname): nil or { max_hold = seconds > 0,
--- read = path }; returns its max_hold and read.
-local function check_opts(opts, n, fname)
+-- read = path }, no other key (`allowed`, default ACQUIRE_OPTIONS, says
+-- which); returns its max_hold and read.
+local function check_opts(opts, n, fname, allowed)
   if opts == nil then return nil end
   if type(opts) ~= "table" then
     argerror(n, fname, "table of options expected, got " .. type(opts))
   end
+  R.check_options(opts, allowed or ACQUIRE_OPTIONS, n, fname)
   local mh = opts.max_hold
   if mh ~= nil and (type(mh) ~= "number" or not (mh > 0 and mh < 1e9)) then
     argerror(n, fname, "max_hold must be a number of seconds > 0")
@@ -67,12 +73,16 @@ local function check_opts(opts, n, fname)
 end
 L.check_opts = check_opts
 
+-- the lock constructors' options (mutex, semaphore_mutex, rwlock,
+-- semaphore): those kinds that do not linger refuse it by name
+local LOCK_OPTIONS = R.options({ "max_hold", "linger" })
+
 local function new_lock(client, path, fname, kind, opts, n)
   if not core.is_client(client) then
     argerror(1, fname, "zklock client expected")
   end
   check_path(path, 1, fname, R.RECIPE_PATH_MAX)
-  local max_hold = check_opts(opts, n or 2, fname)
+  local max_hold = check_opts(opts, n or 2, fname, LOCK_OPTIONS)
   local linger = opts and opts.linger
   if linger ~= nil then
     if type(linger) ~= "number" or not (linger > 0 and linger < 1e9) then
@@ -434,11 +444,13 @@ function relock(client, att, max_hold, timeout)
 end
 
 -- release's options: write, data (checked; the request's size too)
+local RELEASE_OPTIONS = R.options({ "write", "data" })
 local function release_opts(f, h, opts)
   if opts == nil then return nil end
   if type(opts) ~= "table" then
     argerror(1, "release", "table of options expected, got " .. type(opts))
   end
+  R.check_options(opts, RELEASE_OPTIONS, 1, "release")
   local write, data = opts.write, opts.data
   if write == nil then return nil end
   if f.kind == "read" then

@@ -374,6 +374,9 @@ local ngx_metrics = require "zklock.ngxmetrics"
 local start_publisher = ngx_metrics.start_publisher
 M.metrics = ngx_metrics.metrics
 
+-- connect's options: zklock.connect's and sweep_interval
+local CONNECT_OPTIONS = R.options({ "sweep_interval" }, R.CONNECT_OPTIONS)
+
 --- Open this worker's session, without waiting for it (the first wait
 -- does), and start its timer.  Call it in `init_worker_by_lua*`: a session
 -- opened in the master (`init_by_lua*`) is not usable in the workers.
@@ -388,12 +391,12 @@ function M.connect(hosts, opts)
       "init_by_lua*: a session opened in the master cannot serve the " ..
       "workers", 2)
   end
-  local interval = opts and opts.sweep_interval or 0.1
+  local interval = type(opts) == "table" and opts.sweep_interval or 0.1
   if type(interval) ~= "number" or not (interval > 0 and interval < huge) then
     error("bad argument #2 to 'connect' (sweep_interval must be a " ..
       "positive number)", 2)
   end
-  local client, msg, code = R.open(hosts, opts, "connect")
+  local client, msg, code = R.open(hosts, opts, "connect", CONNECT_OPTIONS)
   if not client then return nil, msg, code end
   local w = {
     client = client,

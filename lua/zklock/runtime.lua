@@ -119,6 +119,77 @@ function R.check_hosts(hosts, n, fname)
   return hosts
 end
 
+-- ---------------------------------------------------------------------------
+-- options tables: every key must be known (docs/api.md, "Conventions"),
+-- as kazoo's keyword arguments are (a TypeError for a misspelt one)
+
+--- The set of option names in the array `names`, with those of the sets
+-- `...` (a function's own table of allowed keys, next to it).
+function R.options(names, ...)
+  local set = {}
+  for _, base in ipairs({ ... }) do
+    for k in pairs(base) do set[k] = true end
+  end
+  for _, k in ipairs(names) do set[k] = true end
+  return set
+end
+
+-- The edit distance of a and b (optimal string alignment: a swap of two
+-- neighbours counts one).
+local function distance(a, b)
+  local la, lb = #a, #b
+  local d = {}
+  for i = 0, la do d[i] = { [0] = i } end
+  for j = 1, lb do d[0][j] = j end
+  for i = 1, la do
+    local ai = a:byte(i)
+    for j = 1, lb do
+      local bj = b:byte(j)
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+        d[i - 1][j - 1] + (ai == bj and 0 or 1))
+      if i > 1 and j > 1 and ai == b:byte(j - 1) and a:byte(i - 1) == bj then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
+end
+
+-- The error for the unknown key k of an options table: with the closest
+-- allowed name when it is at most two edits away (and not all of it).
+local function unknown_option(k, allowed, n, fname, prefix)
+  local name = type(k) == "string" and ("'" .. prefix .. k .. "'")
+    or "[" .. tostring(k) .. "]"
+  local best, bd
+  if type(k) == "string" then
+    for a in pairs(allowed) do
+      local d = distance(k, a)
+      if d <= 2 and d < #a and (not bd or d < bd or d == bd and a < best)
+          then
+        best, bd = a, d
+      end
+    end
+  end
+  argerror(n, fname, "unknown option " .. name ..
+    (best and (" (did you mean '" .. prefix .. best .. "'?)") or ""))
+end
+
+--- `opts` (argument n of fname; a table, checked by the caller), or the
+-- standard error for its first key not in the set `allowed`:
+-- `unknown option 'sesion_timeout' (did you mean 'session_timeout'?)`.
+-- `prefix` ("tls."): a nested table's, named as such.
+function R.check_options(opts, allowed, n, fname, prefix)
+  local bad
+  for k in pairs(opts) do
+    if not allowed[k] and (bad == nil or tostring(k) < tostring(bad)) then
+      bad = k -- (the first by name: the same error every run)
+    end
+  end
+  if bad ~= nil then unknown_option(bad, allowed, n, fname, prefix or "") end
+  return opts
+end
+
 function R.check_count(v, n, fname, what)
   if type(v) ~= "number" or v ~= floor(v) or v < 1 or v > 2 ^ 31 - 1 then
     argerror(n, fname, what .. " must be a positive integer, got " ..
@@ -349,6 +420,53 @@ local function await(client, obj, deadline, slack)
 end
 R.await = await
 
+-- ---------------------------------------------------------------------------
+-- errors of a user's function, re-raised after a cleanup (with_lock)
+
+-- An xpcall message handler that keeps where an error was raised: a
+-- string comes back with the traceback of the frames between the error
+-- and the xpcall appended, the frames that are gone once it is raised
+-- again after the cleanup, so that an outer xpcall(debug.traceback) or
+-- nginx's error log still shows them; any other value (a table) comes
+-- back unchanged, the very same value.  docs/api.md, with_lock.
+local xpcall, getinfo = xpcall, debug.getinfo
+local MAX_FRAMES = 40
+local function keep_traceback(e)
+  if type(e) ~= "string" then return e end
+  -- the frames from the error down to the xpcall (below it: the caller's,
+  -- which the outer traceback shows), as debug.traceback writes them
+  local out, level = { e, "\nstack traceback (where it was raised):" }, 2
+  while true do
+    local info = getinfo(level, "Slnf")
+    if not info or info.func == xpcall then break end
+    if level > MAX_FRAMES then out[#out + 1] = "\n\t..."; break end
+    local where = info.what == "C" and "[C]"
+      or ("%s:%d"):format(info.short_src, info.currentline)
+    local what = info.what == "main" and "main chunk"
+      or info.name and ("function '%s'"):format(info.name)
+      or info.what == "C" and "?"
+      or ("function <%s:%d>"):format(info.short_src, info.linedefined)
+    out[#out + 1] = ("\n\t%s: in %s"):format(where, what)
+    level = level + 1
+  end
+  return table.concat(out)
+end
+R.keep_traceback = keep_traceback
+
+--- xpcall(fn, R.keep_traceback, ...): ok, and fn's results or its error.
+if _VERSION == "Lua 5.1" and not jit then
+  -- (PUC Lua 5.1's xpcall passes no arguments: a closure does)
+  R.protect = function(fn, ...)
+    local args, n = { ... }, select("#", ...)
+    return xpcall(function() return fn(unpack(args, 1, n)) end,
+      keep_traceback)
+  end
+else
+  R.protect = function(fn, ...)
+    return xpcall(fn, keep_traceback, ...)
+  end
+end
+
 -- fn(...), with cleanup() run if fn does not return: an error raised out
 -- of it (a waiter's, say), or, on Lua 5.4, coroutine.close() of the
 -- coroutine waiting in it (a to-be-closed guard; `<close>` is loaded from
@@ -474,11 +592,8 @@ local function check_secure(opts, fname)
     if t ~= nil and type(t) ~= "table" then
       argerror(2, fname, name .. " must be a table")
     end
+    R.check_options(t or {}, keys, 2, fname, name .. ".")
     for k, v in pairs(t or {}) do
-      if not keys[k] then
-        argerror(2, fname, ("%s.%s: no such option"):format(name,
-          tostring(k)))
-      end
       if type(v) ~= "string" or v == "" or v:find("\0", 1, true) then
         argerror(2, fname, ("%s.%s must be a non-empty string"):format(name,
           k))
@@ -528,14 +643,19 @@ R.renews = renews
 -- client -> the participant id written into its lock and lease nodes
 R.ids = setmetatable({}, WEAK_KEYS)
 
+-- zklock.connect's options (zklock.ngx.connect adds its own)
+R.CONNECT_OPTIONS = R.options({ "session_timeout", "connect_timeout", "acl",
+  "max_data", "auth", "renew_session", "id", "tls", "sasl" })
+
 -- Checks the arguments and opens the session without waiting for it.
+-- `allowed`: the option names (default R.CONNECT_OPTIONS).
 -- @return client, connect_timeout | nil, msg, code
-function R.open(hosts, opts, fname)
+function R.open(hosts, opts, fname, allowed)
   R.check_hosts(hosts, 1, fname)
   if opts ~= nil and type(opts) ~= "table" then
     argerror(2, fname, "table expected, got " .. type(opts))
   end
-  opts = opts or {}
+  opts = R.check_options(opts or {}, allowed or R.CONNECT_OPTIONS, 2, fname)
   local st = opts.session_timeout or 10
   if type(st) ~= "number" or not (st > 0 and st < 1e6) then
     argerror(2, fname, "session_timeout must be a positive number")

@@ -9,6 +9,8 @@
 -- @module zklock.testing
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
+local R = require "zklock.runtime"
+R.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
 
@@ -460,6 +462,20 @@ function Server:close()
   return true
 end
 
+-- The options of `cluster`, and of `server`: those and `port`.
+local CLUSTER_OPTIONS = R.options({ "tick_time", "min_session_timeout",
+  "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl" })
+local SERVER_OPTIONS = R.options({ "port" }, CLUSTER_OPTIONS)
+
+-- opts (argument n of fname): a table of the `allowed` keys, or nil.
+local function check_opts(opts, allowed, n, fname)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    R.argerror(n, fname, "table expected, got " .. type(opts))
+  end
+  return R.check_options(opts, allowed, n, fname)
+end
+
 --- Starts a standalone ZooKeeper on a free loopback port and waits until
 -- it serves. Raises, with the tail of its log and leaving nothing behind,
 -- when it does not.
@@ -479,7 +495,7 @@ end
 -- methods `pid`, `is_running`, `four_letter`, `stop`, `start`,
 -- `restart`, `pause`, `resume`, `log`, `close`
 function M.server(opts)
-  opts = opts or {}
+  opts = check_opts(opts, SERVER_OPTIONS, 1, "server")
   return with_port_retry(opts.port, function()
     local st = new_state(opts.port or tcore.free_port(), opts)
     local ok, why = boot(st, core.now() + (opts.timeout or START_TIMEOUT))
@@ -552,12 +568,11 @@ end
 -- member serves as leader or follower. Raises, with the tail of the
 -- failing member's log and leaving nothing behind, when they do not.
 -- @param n number of members (default 3)
--- @param opts optional table: `tick_time`, `min_session_timeout`,
--- `max_session_timeout`, `config`, `timeout`, as for `server`
+-- @param opts optional table: those of `server`, but `port`
 -- @return cluster: fields `members` (servers, each with an `id`) and
 -- `connect_string`; methods `leader`, `wait_quorum`, `close`
 function M.cluster(n, opts)
-  n, opts = n or 3, opts or {}
+  n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
   return with_port_retry(false, function()
     local ports, seen, servers, states = {}, {}, {}, {}
     while #ports < 3 * n do -- client, quorum and election ports, distinct
@@ -628,8 +643,6 @@ M._proc_stat = proc_stat
 -- @int n how many may hold it at once
 -- @return a lock (as `zk:mutex(path)`, but broken)
 function M.broken_mutex(client, path, n)
-  local R = require "zklock.runtime"
-  R.internal_file() -- (bad arguments point past this file, at the caller)
   return require("zklock.lock").new_lock(client, path, "mutex",
     { kind = "mutex", markers = "mutex", name = "zklock.mutex",
       max_leases = n })

@@ -646,5 +646,6 @@ void zkl_client_stats(zkl_client *c, zkl_stats *out) {
   out->watch_events = c->n_watch_events;
   out->own_events = c->n_own_events;
   out->requests = c->n_requests;
+  out->since_heard = c->heard > 0 ? zkl_bootnow() - c->heard : -1;
   pthread_mutex_unlock(&c->mu);
 }

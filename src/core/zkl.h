@@ -226,6 +226,9 @@ int zkl_client_hint(zkl_client *c, zkl_error *err);
 
 typedef struct zkl_stats {
   unsigned long sessions, lost, watch_events, own_events, requests;
+  /* seconds since the send time of the latest request the server
+   * answered ("last heard", liveness.c); < 0: none yet */
+  double since_heard;
 } zkl_stats;
 void zkl_client_stats(zkl_client *c, zkl_stats *out);
 

@@ -260,7 +260,11 @@ static int lclient_limits(lua_State *L) {
 static int lclient_stats(lua_State *L) {
   zkl_stats s;
   zkl_client_stats(zkl_checkclient(L, 1), &s);
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 6);
+  if (s.since_heard >= 0) { /* (none yet: absent) */
+    lua_pushnumber(L, (lua_Number)s.since_heard);
+    lua_setfield(L, -2, "since_contact");
+  }
   lua_pushinteger(L, (lua_Integer)s.sessions);
   lua_setfield(L, -2, "renewed");
   lua_pushinteger(L, (lua_Integer)s.lost);
