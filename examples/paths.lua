@@ -1,8 +1,9 @@
 -- Lets the examples run from a source tree as they are, with no LUA_PATH
--- or LUA_CPATH set (README, "Examples"): when zklock (or its C module) is
--- not found on the paths in force, the tree's lua/ (or build/<runtime>/,
--- the one `make` built for this interpreter) goes first.  Each example
--- loads it with
+-- or LUA_CPATH set (README, "Examples"): when zklock is not found on the
+-- paths in force, the tree's lua/ goes first, and when its C module does
+-- not load (none, or another runtime's: `make -s env LUA=luajit` and then
+-- lua5.4), build/<runtime>/, the one `make` built for this interpreter.
+-- Each example loads it with
 --   dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua")
 -- and gets the tree's root (relative to the current directory).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
@@ -15,7 +16,7 @@ if not found("zklock", package.path) then
   package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
     .. package.path
 end
-if not found("zklock.core", package.cpath) then
+if not pcall(require, "zklock.core") then
   package.cpath = build .. "/?.so;" .. package.cpath
 end
 return root

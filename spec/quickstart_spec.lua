@@ -132,11 +132,14 @@ describe("a newcomer's first hour, as the docs say", function()
   end)
 
   it("an example runs with no LUA_PATH or LUA_CPATH, from the root and "
-     .. "from elsewhere, under Lua 5.4 and LuaJIT", function()
+     .. "from elsewhere, under Lua 5.4 and LuaJIT, and with the other "
+     .. "runtime's", function()
     for _, run in ipairs {
       "lua5.4 examples/order_numbers.lua",
       "cd /tmp && ZKLOCK_LUA=luajit luajit " .. quote(ROOT)
-        .. "/examples/order_numbers.lua" } do
+        .. "/examples/order_numbers.lua",
+      'eval "$(make -s env LUA=luajit)" && lua5.4 examples/order_numbers.lua'
+    } do
       local out, rc = sh(("%s%s %s 2 2"):format(CLEAN, run, hosts))
       assert.equal(0, rc, run .. ": " .. out)
       assert.equal("2 workers made 4 order numbers: 0 duplicates\n", out)
