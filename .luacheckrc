@@ -1,5 +1,5 @@
--- luacheck configuration: `make lint` checks lua/, spec/, examples/ and
--- bench/ and passes with zero warnings.
+-- luacheck configuration: `make lint` checks lua/, spec/, examples/,
+-- bench/ and tools/ and passes with zero warnings.
 --
 -- zklock runs on Lua 5.1 to 5.4 and LuaJIT, and picks what each has at
 -- run time (`table.unpack or unpack`, `jit`, `<close>` loaded from a

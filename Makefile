@@ -41,7 +41,8 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
        libssl-dev libsasl2-dev libsasl2-modules openssl lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
-       nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client
+       nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client \
+       luarocks
 # and for the maintainers' targets (lint, docs, compat, test-compat):
 # luacheck, LDoc, and the other Lua versions' interpreters and headers
 DEV_DEPS = lua-check lua-ldoc lua5.3 liblua5.3-dev lua5.2 liblua5.2-dev \
@@ -55,7 +56,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/revoke_spec.lua
 
 .PHONY: all deps dev-deps test demo bench bench-memory memcheck asan torture chaos chaos-found soak clean \
-        distclean \
+        distclean env zk zk-stop \
         compat test-compat lint docs rockspec-check
 
 all: build/lua5.4/zklock/core.so build/luajit/zklock/core.so \
@@ -113,6 +114,35 @@ build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	$(CC) $(ASAN_CFLAGS) $(WARN) $(ZK_CFLAGS) \
 	  -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
 
+# The tree's Lua modules and a runtime's build, as LUA_PATH and LUA_CPATH
+# (absolute, so they serve from any directory).  Quoted for the shell.
+QROOT   = $(subst ','\'',$(CURDIR))
+TREE_LPATH = $(QROOT)/lua/?.lua;$(QROOT)/lua/?/init.lua
+LUA    ?= lua5.4
+
+# eval "$$(make -s env)": LUA_PATH and LUA_CPATH for running scripts
+# against this tree (README, "Quick start"); make -s env LUA=luajit for
+# LuaJIT.  The runtime's build is made first, its output on stderr, so
+# that stdout holds the two export lines alone.
+env:
+	@$(MAKE) --no-print-directory build/$(LUA)/zklock/core.so \
+	  build/$(LUA)/zklock/testing/core.so >&2
+	@echo "export LUA_PATH='$(TREE_LPATH);;'"
+	@echo "export LUA_CPATH='$(QROOT)/build/$(LUA)/?.so;;'"
+
+# make zk: a throwaway standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) in the
+# background, data and log in $(ZK_DIR), until make zk-stop
+# (tools/zk.lua).  Says so when it already runs.
+ZK_PORT ?= 2181
+ZK_DIR  ?= build/zk
+ZK_TOOL  = LUA_PATH='$(TREE_LPATH)' LUA_CPATH='$(QROOT)/build/lua5.4/?.so' \
+           lua5.4 tools/zk.lua
+zk: deps build/lua5.4/zklock/core.so build/lua5.4/zklock/testing/core.so
+	@$(ZK_TOOL) start '$(abspath $(ZK_DIR))' $(ZK_PORT)
+
+zk-stop:
+	@$(ZK_TOOL) stop '$(abspath $(ZK_DIR))'
+
 deps:
 	@sh tools/deps.sh $(DEPS)
 	@$(if $(ZK_DEP),sh tools/zkclient.sh $(ZKC))
@@ -135,9 +165,9 @@ test: deps all
 test-compat: deps dev-deps compat
 	@ZKLOCK_RUNTIMES="$(COMPAT)" sh spec/run.sh $(COMPAT_SPECS)
 
-# luacheck (.luacheckrc) over lua/, spec/, examples/, bench/
+# luacheck (.luacheckrc) over lua/, spec/, examples/, bench/, tools/
 lint: dev-deps
-	luacheck -q lua spec examples bench bin/zklock
+	luacheck -q lua spec examples bench tools bin/zklock
 
 # API reference from the doc comments (config.ld) into build/docs; any
 # LDoc warning fails the target

@@ -7,6 +7,7 @@
 -- workers, waits until each has said it is about to wait, removes the
 -- barrier, and prints how far apart the releases were.  It exits non-zero
 -- if a worker passed before the removal or did not pass at all.
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

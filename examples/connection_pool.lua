@@ -8,6 +8,7 @@
 -- Each job logs when it held its connection; the parent prints the most
 -- connections that were open at once, and exits non-zero if that was ever
 -- more than 3 or a job went missing.
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

@@ -7,6 +7,7 @@
 --
 -- It exits non-zero if a member got through `enter` before the last one
 -- arrived, or through `leave` before the last one called it.
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

@@ -3,6 +3,7 @@
 -- No number is handed out twice.
 --
 --   lua5.4 examples/order_numbers.lua HOSTS [workers] [orders_each]
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

@@ -9,6 +9,7 @@
 -- With `nolock` the same processes skip the lock: readers then catch the
 -- file half-written.  With the lock (the default) it exits non-zero if a
 -- reader saw a torn file or a writer overlapped anyone.
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

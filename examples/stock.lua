@@ -7,6 +7,7 @@
 -- Under the lock, one call does the whole purchase: zklock.with_lock's
 -- `update` reads the stock with the acquire and writes it back with the
 -- release, fenced by our lock node, in one multi-op (docs/api.md).
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 

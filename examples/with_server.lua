@@ -1,6 +1,7 @@
 -- Start a throwaway ZooKeeper on 127.0.0.1 (zklock.testing), run a shell
 -- command with its connect string in $ZK_HOSTS, then remove the server.
 --   lua5.4 examples/with_server.lua 'command using $ZK_HOSTS'
+dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
 local testing = require "zklock.testing"
 if not arg[1] or arg[1] == "" then
   io.stderr:write("with_server.lua: no command given\n",

@@ -7,7 +7,10 @@ local tcore = require "zklock.testing.core"
 
 local N = {}
 
-local ROOT = os.getenv("PWD")
+-- the project (absolute): where this file is, less spec/nginx.lua
+local ROOT = debug.getinfo(1, "S").source:match("^@(.*)/spec/nginx%.lua$")
+if not ROOT or ROOT == "." then ROOT = os.getenv("PWD")
+elseif ROOT:sub(1, 1) ~= "/" then ROOT = os.getenv("PWD") .. "/" .. ROOT end
 local TMP = os.getenv("ZKLOCK_TEST_TMP") or "/tmp"
 local NGINX = os.getenv("ZKLOCK_NGINX") or "/usr/sbin/nginx"
 
@@ -49,12 +52,13 @@ local live = {}
 local Instance = {}
 Instance.__index = Instance
 
---- Start an instance and wait until it answers /ping.
+--- Start an instance and wait until it answers `ready` (default /ping)
+-- with 200.
 -- opts: hosts (ZooKeeper connect string), tls (the client's { ca, cert,
 -- key }, for a TLS ZooKeeper), workers (2), port (a free one),
 -- extra (server-level configuration text), http (http-level text), main
--- (main-level text), worker_connections (4096), conf (template, default
--- examples/nginx/nginx.conf)
+-- (main-level text), worker_connections (the conf's own, else as given),
+-- conf (template, default examples/nginx/nginx.conf), ready (a path)
 function N.start(opts)
   seq = seq + 1
   local prefix = ("%s/zklock-nginx-%d-%d"):format(TMP, core.pid(), seq)
@@ -66,11 +70,10 @@ function N.start(opts)
   conf = conf:gsub("__ROOT__", ROOT):gsub("__PORT__", tostring(port))
     :gsub("__WORKERS__", tostring(opts.workers or 2))
     :gsub("__USER__", user)
-    :gsub("worker_connections %d+;", "worker_connections " ..
-      (opts.worker_connections or 4096) .. ";")
-    :gsub("(\nworker_processes [^\n]*\n)", "%1" ..
-      (opts.main or ""):gsub("%%", "%%%%") .. "\n")
+    :gsub("worker_connections %d+;", opts.worker_connections and
+      "worker_connections " .. opts.worker_connections .. ";" or "%0")
     :gsub("(\nhttp {\n)", "%1" .. http:gsub("%%", "%%%%") .. "\n")
+  if opts.main then conf = opts.main .. "\n" .. conf end
   -- make asan: nginx loads the AddressSanitizer build of the module
   local cpath = os.getenv("ZKLOCK_NGX_CPATH")
   if cpath then
@@ -95,7 +98,7 @@ function N.start(opts)
   live[self] = true
   local deadline = core.now() + 15
   while true do
-    local st = self:get("/ping")
+    local st = self:get(opts.ready or "/ping")
     if st == 200 then break end
     if core.now() > deadline then
       local log = self:log()
@@ -110,7 +113,8 @@ function N.start(opts)
           "done > /tmp/ngx_debug.txt 2>&1")
       end
       self:stop()
-      error("nginx on port " .. port .. " never answered /ping:\n" .. log)
+      error("nginx on port " .. port .. " never answered " ..
+        (opts.ready or "/ping") .. ":\n" .. log)
     end
     tcore.sleep(0.05)
   end

@@ -1,10 +1,10 @@
 -- The stock counter as a web service, end to end: a throwaway ZooKeeper,
 -- two nginx instances of two workers each (examples/nginx/nginx.conf),
 -- and 200 concurrent buys spread over both, with and without the lock.
---   make && lua5.4 examples/nginx/demo.lua      (from the project root,
---   with LUA_PATH/LUA_CPATH as in the README; needs nginx-light,
+--   make && lua5.4 examples/nginx/demo.lua      (needs nginx-light,
 --   libnginx-mod-http-lua and curl: make deps)
-package.path = "./?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
+local root = dofile((arg[0]:match("^(.*)/") or ".") .. "/../paths.lua")
+package.path = root .. "/?.lua;" .. package.path -- spec.nginx
 local testing = require "zklock.testing"
 local N = require "spec.nginx" -- starts nginx with its own prefix
 

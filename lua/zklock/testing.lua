@@ -97,8 +97,9 @@ local function proc_stat(pid)
   return f[1], f[20]
 end
 
--- A server's state (`st`): host, port, connect_string, dir, id (cluster
--- members), jvm (pid), jvm_started, paused, starts. Boxes hold it.
+-- A server's state (`st`): host, port, connect_string, dir, own_dir (made
+-- here, removed by close), detach, id (cluster members), jvm (pid),
+-- jvm_started, paused, starts. Boxes hold it.
 
 local function log_path(st) return st.dir .. "/server.log" end
 
@@ -147,9 +148,12 @@ local function spawn(st)
   st.starts = st.starts + 1
   spit(log_path(st), ("--- zklock.testing: start %d ---\n"):format(st.starts),
        "ab")
-  local cmd = ("cd %s || exit 1; %s %s%s -Dzklock.testing.dir=%s -cp %s "
+  -- (detached: in a session of its own, so that no signal meant for the
+  -- starting process's terminal or process group reaches it)
+  local cmd = ("cd %s || exit 1; %s%s %s%s -Dzklock.testing.dir=%s -cp %s "
     .. "org.apache.zookeeper.server.quorum.QuorumPeerMain %s "
-    .. ">>%s 2>&1 </dev/null & echo $!"):format(quote(st.dir), JAVA,
+    .. ">>%s 2>&1 </dev/null & echo $!"):format(quote(st.dir),
+    st.detach and "setsid " or "", JAVA,
     JVM_OPTS, st.jvm_opts or "", quote(st.dir),
     quote(CLASSPATH .. (st.tls and ":" .. NETTY or "")),
     quote(st.dir .. "/zoo.cfg"), quote(log_path(st)))
@@ -189,7 +193,7 @@ end
 local function close(st)
   if not live[st] then return end
   kill(st)
-  if st.dir:find("/zklock%-zk%-") then run("rm -rf " .. quote(st.dir)) end
+  if st.own_dir then run("rm -rf " .. quote(st.dir)) end
   live[st] = nil
 end
 
@@ -308,13 +312,20 @@ local function secure_config(st, opts, cfg)
   end
 end
 
--- Makes the directory, zoo.cfg and myid of a new server (not started).
+-- Makes the directory, zoo.cfg and myid of a new server (not started):
+-- opts.dir (a standalone server's, kept), else a new one.
 local function new_state(port, opts, id, servers)
-  local dir = mktemp("zklock-zk-")
-  local st = { host = HOST, port = port, id = id, dir = dir, starts = 0,
-               connect_string = HOST .. ":" .. port }
+  local dir = not id and opts.dir
+  if dir and dir:sub(1, 1) ~= "/" then dir = os.getenv("PWD") .. "/" .. dir end
+  local st = { host = HOST, port = port, id = id, dir = dir or mktemp(
+    "zklock-zk-"), own_dir = not dir, detach = not id and opts.detach,
+    starts = 0, connect_string = HOST .. ":" .. port }
+  dir = st.dir
   live[st] = true
-  assert(run("mkdir " .. quote(dir .. "/data")))
+  if not run("mkdir -p " .. quote(dir .. "/data")) then
+    close(st)
+    error("zklock.testing: cannot make " .. dir .. "/data", 0)
+  end
   local cfg = { "tickTime=" .. (opts.tick_time or 500),
     "dataDir=" .. dir .. "/data", "admin.enableServer=false",
     "4lw.commands.whitelist=*",
@@ -364,7 +375,10 @@ local server_mt = class(Server, function(st)
   local what = not live[st] and "closed" or st.paused and "paused"
     or alive(st) and "running" or "stopped"
   return ("server{%s, %s}"):format(st.connect_string, what)
-end, function(u) close(core.unbox(u)) end)
+end, function(u)
+  local st = core.unbox(u)
+  if not st.detach then close(st) end
+end)
 
 --- The JVM's process id, or nil when it is not running.
 function Server:pid()
@@ -455,17 +469,20 @@ end
 --- The server's log (stdout and stderr of every start) as text.
 function Server:log() return slurp(log_path(core.unbox(self))) or "" end
 
---- Kills the server and removes its directory. Idempotent; also done
--- when the object is collected.
+--- Kills the server and removes its directory (not a `dir` given to
+-- `server`). Idempotent; also done when the object is collected, unless
+-- the server was started with `detach`.
 function Server:close()
   close(core.unbox(self))
   return true
 end
 
--- The options of `cluster`, and of `server`: those and `port`.
+-- The options of `cluster`, and of `server`: those and `port`, `dir`,
+-- `detach`.
 local CLUSTER_OPTIONS = R.options({ "tick_time", "min_session_timeout",
   "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl" })
-local SERVER_OPTIONS = R.options({ "port" }, CLUSTER_OPTIONS)
+local SERVER_OPTIONS = R.options({ "port", "dir", "detach" },
+  CLUSTER_OPTIONS)
 
 -- opts (argument n of fname): a table of the `allowed` keys, or nil.
 local function check_opts(opts, allowed, n, fname)
@@ -481,7 +498,11 @@ end
 -- when it does not.
 -- @param opts optional table: `port` (default a free one), `tick_time`
 -- (ms, 500), `min_session_timeout` (ms, 1000), `max_session_timeout`
--- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30), `tls`
+-- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30), `dir`
+-- (the server's directory, made if missing and never removed; default a
+-- new one under `$ZKLOCK_TEST_TMP` or `/tmp`), `detach` (true: the server
+-- outlives this process, in a session of its own; only `close` stops it,
+-- not collection nor `close_all`: `make zk`), `tls`
 -- (true, or a table from `certificates`: a TLS-only server on
 -- `secureClientPort` that requires a client certificate), `tls_server`
 -- (its own { cert, key }, default the certificates' `server`), `sasl`
@@ -568,7 +589,8 @@ end
 -- member serves as leader or follower. Raises, with the tail of the
 -- failing member's log and leaving nothing behind, when they do not.
 -- @param n number of members (default 3)
--- @param opts optional table: those of `server`, but `port`
+-- @param opts optional table: those of `server`, but `port`, `dir` and
+-- `detach` (members have directories of their own, never detached)
 -- @return cluster: fields `members` (servers, each with an `id`) and
 -- `connect_string`; methods `leader`, `wait_quorum`, `close`
 function M.cluster(n, opts)
@@ -607,10 +629,12 @@ function M.cluster(n, opts)
 end
 
 --- Closes every server and cluster member this process started and has
--- not closed yet (for teardown, and as a safety net).
+-- not closed yet, but detached ones (for teardown, and as a safety net).
 function M.close_all()
   local all = {}
-  for st in pairs(live) do all[#all + 1] = st end
+  for st in pairs(live) do
+    if not st.detach then all[#all + 1] = st end
+  end
   for _, st in ipairs(all) do close(st) end
 end
 
