@@ -97,6 +97,14 @@ function M.connect(hosts, opts)
   return nil, msg or "session " .. state, code or "closed"
 end
 
+-- A client that is not closed, for the methods that keep state in C
+-- (listeners, counters): on a closed one they raise, as the C methods do
+-- (docs/api.md, "A closed client").
+local function check_open(self, fname)
+  check_client(self, fname)
+  if closed(self) then argerror(1, fname, "client is closed") end
+end
+
 -- ---------------------------------------------------------------------------
 -- plain data: what a lock usually guards (a counter, a config)
 
@@ -154,7 +162,7 @@ end
 -- never on a ZooKeeper thread.  Several listeners may listen;
 -- `zk:on_state(nil)` removes them all.  @return the client
 function client_methods:on_state(fn)
-  check_client(self, "on_state")
+  check_open(self, "on_state")
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "on_state", "function or nil expected, got " .. type(fn))
   end
@@ -327,7 +335,7 @@ end
 -- `timeouts`, `errors`, `releases`, `losses`, and the `wait` and `hold`
 -- times as { count, sum, max, p50, p90, p99 } (seconds; docs/api.md).
 function client_methods:stats()
-  check_client(self, "stats")
+  check_open(self, "stats")
   local s = self:_stats()
   s.kinds = metrics.client_report(self)
   return s
