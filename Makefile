@@ -43,10 +43,14 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
        nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client \
        luarocks
-# and for the maintainers' targets (lint, docs, compat, test-compat):
-# luacheck, LDoc, and the other Lua versions' interpreters and headers
-DEV_DEPS = lua-check lua-ldoc lua5.3 liblua5.3-dev lua5.2 liblua5.2-dev \
-           lua5.1 liblua5.1-0-dev
+# and for the maintainers' targets: `make lint` luacheck; `make docs`
+# LDoc, and an interpreter for it (its #! line runs Lua 5.2 or 5.1, but the
+# package is content with lua5.4: name one); `make dev-deps` these and, for
+# compat and test-compat, the other Lua versions' interpreters and headers
+LINT_DEPS = lua-check
+DOC_DEPS = lua-ldoc lua5.1
+DEV_DEPS = $(LINT_DEPS) $(DOC_DEPS) lua5.3 liblua5.3-dev lua5.2 \
+           liblua5.2-dev liblua5.1-0-dev
 
 # Lua versions beyond the two of `make test` that the client, mutex and
 # recipe specs run on (docs/compatibility.md, "Lua versions")
@@ -166,18 +170,28 @@ test-compat: deps dev-deps compat
 	@ZKLOCK_RUNTIMES="$(COMPAT)" sh spec/run.sh $(COMPAT_SPECS)
 
 # luacheck (.luacheckrc) over lua/, spec/, examples/, bench/, tools/
-lint: dev-deps
+lint:
+	@sh tools/deps.sh $(LINT_DEPS)
 	luacheck -q lua spec examples bench tools bin/zklock
 
-# API reference from the doc comments (config.ld) into build/docs; any
-# LDoc warning fails the target
-docs: dev-deps
-	@mkdir -p build/docs
+# API reference from the doc comments (config.ld) into build/docs (half a
+# second; CI runs it).  Any LDoc warning fails the target, and so does a
+# page that shows a doc tag as text or an internal name (the table of
+# client methods, the box of a recipe object).  (LDoc's `merge`, config.ld,
+# prints which file holds the master module: that is no warning.)
+docs:
+	@sh tools/deps.sh $(DOC_DEPS)
+	@rm -rf build/docs && mkdir -p build/docs
 	@ldoc --fatalwarnings -q . >build/docs.log 2>&1; rc=$$?; \
-	  grep -v '^reading configuration from config.ld$$' build/docs.log \
-	    >build/docs.warn; cat build/docs.warn; \
+	  grep -v -e '^reading configuration from config.ld$$' \
+	    -e '^found master module' -e '^\*\*\*closing section from master' \
+	    build/docs.log >build/docs.warn; cat build/docs.warn; \
 	  if [ $$rc -ne 0 ] || [ -s build/docs.warn ]; then \
 	    echo "make docs: LDoc warned (above)" >&2; exit 1; fi
+	@if grep -n -E '@(t?param|t?return|string|int)\b|client_methods|core\.box' \
+	    $$(find build/docs -name '*.html'); then \
+	  echo "make docs: a tag shown as text, or an internal name (above)" >&2; \
+	  exit 1; fi
 	@echo "API reference: build/docs/index.html"
 
 # both rockspecs: luarocks lint, and the versioned one's modules and

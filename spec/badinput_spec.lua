@@ -20,7 +20,9 @@ describe("bad input", function()
     assert.has_error(function() zklock.connect() end,
       "bad argument #1 to 'connect' (connect string expected, got nil)")
     assert.has_error(function() zklock.connect(42) end)
-    assert.has_error(function() zklock.connect("") end)
+    assert.has_error(function() zklock.connect("") end,
+      "bad argument #1 to 'connect' (empty connect string; expected " ..
+      "\"host:port[,host:port...][/chroot]\")")
     assert.has_error(function() zklock.connect(srv.connect_string, 5) end,
       "bad argument #2 to 'connect' (table expected, got number)")
     for _, opts in ipairs({

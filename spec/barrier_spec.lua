@@ -97,6 +97,7 @@ describe("zklock recipes", function()
       assert.is_true(took >= 0.3 and took < 3, "took " .. took)
       assert.is_true(b:remove())
       assert.is_true(zk2:barrier(path):wait(1))
+      assert.is_true(b:remove()) -- as Curator's: true when it is not there
     end)
   end)
 
@@ -219,6 +220,8 @@ describe("zklock recipes", function()
         local db = zk:double_barrier(path, 1)
         assert.is_true(db:enter(5))
         assert.equal(1, members(zk, path))
+        assert.has_error(function() db:enter(1) end,
+          "bad argument #1 to 'enter' (already entered " .. path .. ")")
       end
       collectgarbage()
       collectgarbage()

@@ -29,7 +29,46 @@ describe("zklock.connect", function()
     zk:close()
     assert.equal("closed", zk:state())
     zk:close()
+    -- a closed client (docs/api.md, "A closed client"): what asks the
+    -- server answers closed; what keeps state in C raises
     assert.has_error(function() zk:session_id() end)
+    assert.equal(0, zk:session_timeout())
+    assert.same({ nil, "client is closed", "closed" }, { zk:get("/x") })
+    assert.same({ nil, "client is closed", "closed" }, { zk:set("/x", "") })
+    assert.equal(0, zk:dispatch(0.01))
+    assert.has_error(function() zk:stats() end,
+      "bad argument #1 to 'stats' (client is closed)")
+    assert.has_error(function() zk:on_state(function() end) end,
+      "bad argument #1 to 'on_state' (client is closed)")
+    if H.is54 then -- <close> closes it, as close() does
+      assert.equal("closed", assert(load([[
+        local zklock, hosts = ...
+        local c <close> = assert(zklock.connect(hosts))
+        return c
+      ]]))(zklock, srv.connect_string):state())
+    end
+    -- before its first session: "connecting", and no session id
+    local waiting = assert(runtime.open("127.0.0.1:" .. tcore.free_port(),
+      { session_timeout = 4 }, "connect"))
+    assert.equal("connecting", waiting:state())
+    assert.is_nil(waiting:session_id())
+    waiting:close()
+  end)
+
+  -- the table of docs/api.md, "Codes", is zklock.errors: each code maps to
+  -- itself, so a program compares with zklock.errors.timeout
+  it("zklock.errors holds the codes docs/api.md lists, each mapping to " ..
+     "itself", function()
+    local doc = assert(H.read("docs/api.md"))
+    local tbl = assert(doc:match("\n### Codes\n(.-)\n#"))
+    local listed = {}
+    for row in tbl:gmatch("\n| (`[^|]+)|") do
+      for code in row:gmatch("`([%w_]+)`") do listed[code] = code end
+    end
+    local errors = {}
+    for k, v in pairs(zklock.errors) do errors[k] = v end
+    assert.is_truthy(next(listed))
+    assert.same(listed, errors)
   end)
 
   it("gives nil, msg, 'connection_loss' when nothing listens", function()

@@ -284,6 +284,24 @@ describe("leader election", function()
       collectgarbage()
       return #H.children(zk2, path) == 0
     end, 10, "the collected latch's node to go")
+    if H.is54 then -- <close> leaves, as close() does
+      local spath = H.path("selector")
+      local sel = zk:leader_selector(spath, function() end)
+      local latch = assert(load([[
+        local zk, path, sel = ...
+        local latch <close> = zk:leader_latch(path)
+        local s <close> = sel
+        assert(latch:start())
+        assert(latch:await(5))
+        assert(sel:start())
+        return latch
+      ]]))(zk, path, sel)
+      assert.is_false(latch:has_leadership())
+      assert.same({}, H.children(zk2, path))
+      assert.matches("closed", tostring(sel), 1, true)
+      H.wait_until(function() return #H.children(zk2, spath) == 0 end, 10,
+        "the closed selector's node to go")
+    end
   end)
 
   it("selector: a lost session interrupts fn, which sees it without " ..
@@ -364,10 +382,21 @@ describe("leader election", function()
   it("selector: requeue = false runs once; interrupt() and a lost node " ..
      "ask fn to stop", function()
     local path = H.path("selector")
-    local once = zk2:leader_selector(path, function() end, { requeue = false })
+    -- its fn fails: reported, and the turn ends as if fn had returned
+    local logged = {}
+    H.zklock.set_logger(function(level, msg)
+      logged[#logged + 1] = level .. " " .. msg
+    end)
+    local once = zk2:leader_selector(path, function() error("turn fails") end,
+      { requeue = false })
     assert(once:start())
-    H.wait_until(function() zk2:dispatch(0.01); return once:turns() == 1 end,
-      10, "its one turn")
+    local ok, err = pcall(H.wait_until, function()
+      zk2:dispatch(0.01); return once:turns() == 1 end, 10, "its one turn")
+    H.zklock.set_logger(nil)
+    assert(ok, err)
+    assert.matches("^error leader selector function failed: .*turn fails",
+      logged[1])
+    assert.is_false(once:has_leadership())
     local seen, deleted = {}, false
     local s
     s = zk:leader_selector(path, function(sel)

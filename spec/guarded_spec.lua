@@ -28,9 +28,9 @@ describe("a guarded node", function()
     assert.equal(m, held)
     assert.is_nil(data)
     assert.is_nil(version)
-    local ok, v = m:release({ write = node, data = "1" })
+    local ok, v, created = m:release({ write = node, data = "1" })
     assert.is_true(ok)
-    assert.equal(0, v)
+    assert.same({ 0, 0 }, { v, created }) -- created: version 0, zxid 0
     assert.is_false(m:is_held())
     assert.same({}, H.lock_nodes(zk, path)) -- our node went with the write
     -- present: its data and version; the write sets it

@@ -255,7 +255,8 @@ describe("path and connect-string checks", function()
       assert.is_nil(hp(h), h)
     end
     for _, c in ipairs({
-      { "", "connect string is empty" },
+      { "", "empty connect string; expected \"host:port[,host:port...]" ..
+        "[/chroot]\"" },
       { "localhost", "host 'localhost' has no port (host:port expected): " ..
         "localhost" },
       { ",", "empty host in the connect string (host:port expected " ..

@@ -273,6 +273,14 @@ describe("zklock recipes", function()
       assert.same({ b:node() }, parts[pb])
       assert.is_true(ml:release())
       assert.is_false(a:is_held() or b:is_held())
+      if H.is54 then -- <close> releases it
+        assert.is_false(assert(load([[
+          local ml = ...
+          do local held <close> = assert(ml:acquire(5)) end
+          return ml:is_held()
+        ]]))(ml))
+        assert.same({}, H.lock_nodes(zk, pa))
+      end
     end)
 
     it_yields("has one deadline for the whole set", function()

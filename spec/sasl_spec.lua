@@ -60,6 +60,15 @@ describe("SASL DIGEST-MD5", function()
                  "(refused by the server, or the mechanism failed here: " ..
                  "the C client's log says which)", msg)
     assert.is_true(H.now() - t0 < 20) -- (before its connect_timeout)
+    -- a client not waited for (as zklock.ngx.connect opens it): its state
+    -- says so, and what it is asked answers no_auth
+    c = assert(require("zklock.runtime").open(srv.connect_string,
+      { sasl = { user = "bob", password = "nope" } }, "connect"))
+    H.wait_until(function() return c:state() ~= "connecting" end, 20,
+      "the SASL verdict")
+    assert.equal("auth_failed", c:state())
+    assert.same({ nil, msg, "no_auth" }, { c:mutex("/x"):acquire(1) })
+    c:close()
   end)
 
   it("no SASL on a server that requires it: requests fail with no_auth",

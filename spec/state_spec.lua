@@ -84,6 +84,9 @@ describe("connection-state notices", function()
     assert.same({ "a:suspended", "c:suspended", "a:reconnected",
       "c:reconnected" }, order)
     assert.is_truthy(table.concat(reported):find("listener b fails", 1, true))
+    for _, line in ipairs(reported) do -- the default logger's form
+      assert.matches("^zklock: %a+: ", line)
+    end
     zk:on_state(nil)
     srv:restart()
     H.wait_until(function() return zk:state() == "connected" end, 30,

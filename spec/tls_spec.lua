@@ -216,6 +216,18 @@ describe("TLS", function()
     it("a client certificate the server does not trust", function()
       fails_tls(srv.connect_string, { tls = certs.stranger },
         "refused the client certificate " .. certs.stranger.cert, TIMEOUT)
+      -- a client not waited for (as zklock.ngx.connect opens it): its
+      -- state says so, and what it is asked answers tls
+      local c = assert(require("zklock.runtime").open(srv.connect_string,
+        { tls = certs.stranger }, "connect"))
+      H.wait_until(function() return c:state() ~= "connecting" end,
+        TIMEOUT, "the TLS verdict")
+      assert.equal("tls_failed", c:state())
+      local ok, msg, code = c:mutex("/x"):acquire(1)
+      c:close()
+      assert.is_nil(ok)
+      assert.equal("tls", code)
+      assert.matches("refused the client certificate", msg, 1, true)
     end)
 
     it("an expired client certificate, before connecting", function()

@@ -1,8 +1,10 @@
---- Barriers: the barrier (Curator DistributedBarrier) and the double
+-- Barriers: the barrier (Curator DistributedBarrier) and the double
 -- barrier (the ZooKeeper recipe), both carried out by C operations.
 -- Loading this module adds `barrier` and `double_barrier` to the client
--- methods.
--- @module zklock.barrier
+-- methods.  (The doc comments below are on zklock's page of the
+-- reference: config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 R.internal_file()
@@ -18,8 +20,12 @@ local call_op, succeeded = R.call_op, R.succeeded
 local Barrier = { __name = "zklock.barrier" }
 Barrier.__index = Barrier
 
---- A barrier (Curator DistributedBarrier): `set()` raises it, `wait()`
+--- @type Client
+
+--- A barrier (Curator's `DistributedBarrier`): `set()` raises it, `wait()`
 -- blocks while it stands, `remove()` lets everyone through.
+-- @string path the barrier's node
+-- @return a barrier (see Barrier)
 function client_methods:barrier(path)
   if not core.is_client(self) then
     argerror(1, "barrier", "zklock client expected")
@@ -32,15 +38,19 @@ local function barrier_fields(self, fname)
   return checked(self, Barrier, fname, "barrier")
 end
 
+--- A barrier, as `zk:barrier(path)` returns it.
+-- @type Barrier
+
 --- Raise the barrier (a persistent node; parents as containers).
--- @return true, or nil, msg, code
+-- @return true, or nil, message, code
 function Barrier:set()
   local b = barrier_fields(self, "set")
   return succeeded(call_op(b.client, b.client:session_timeout(), "_create",
     b.path, nil, "persistent"))
 end
 
---- Take the barrier down.  @return true, or nil, msg, code
+--- Take the barrier down.  As Curator's, true when it was not there.
+-- @return true, or nil, message, code
 function Barrier:remove()
   local b = barrier_fields(self, "remove")
   return succeeded(call_op(b.client, b.client:session_timeout(), "_delete",
@@ -48,7 +58,9 @@ function Barrier:remove()
 end
 
 --- Wait while the barrier stands, at most `timeout` seconds.
--- @return true, or nil, "timeout", "timeout" (or another failure)
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @return true once it is gone, or nil, `"timeout"`, `"timeout"` (or
+--  another failure)
 function Barrier:wait(timeout)
   local b = barrier_fields(self, "wait")
   timeout = check_timeout(timeout, 1, "wait")
@@ -58,10 +70,15 @@ end
 local DoubleBarrier = { __name = "zklock.double_barrier" }
 DoubleBarrier.__index = DoubleBarrier
 
+--- @type Client
+
 --- A double barrier (the ZooKeeper recipe): `enter()` returns once
 -- `members` have entered; `leave()` once all have left.  Every wake-up is
--- checked again (no early return on a spurious wake-up); a timed-out enter
--- removes its node; more than `members` may enter.
+-- checked again (no early return on a spurious wake-up); more than
+-- `members` may enter.
+-- @string path the barrier's directory
+-- @int members how many must enter (1 to 2^31 - 1)
+-- @return a double barrier (see DoubleBarrier)
 function client_methods:double_barrier(path, members)
   if not core.is_client(self) then
     argerror(1, "double_barrier", "zklock client expected")
@@ -98,14 +115,22 @@ local function db_step(self, fname, timeout, entered)
   return true
 end
 
---- Enter; waits until `members` have entered.  @return true, or nil, msg,
--- code ("timeout": our node is removed again)
+--- A double barrier, as `zk:double_barrier(path, members)` returns it.
+-- One collected while entered deletes its member node.
+-- @type DoubleBarrier
+
+--- Enter, and wait until `members` have entered.  Entering twice raises.
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @return true, or nil, message, code (`"timeout"`: our node is removed
+--  again)
 function DoubleBarrier:enter(timeout)
   return db_step(self, "enter", timeout, false)
 end
 
---- Leave; waits until every member has left.  @return true, or nil, msg,
--- code
+--- Leave, and wait until every member has left.  Leaving a barrier not
+-- entered raises.
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @return true, or nil, message, code
 function DoubleBarrier:leave(timeout)
   return db_step(self, "leave", timeout, true)
 end

@@ -1,4 +1,4 @@
---- Leader election, Curator compatible: the leader latch (LeaderLatch)
+-- Leader election, Curator compatible: the leader latch (LeaderLatch)
 -- and the leader selector (LeaderSelector).
 --
 -- Latch: every participant
@@ -15,7 +15,10 @@
 -- run (under zklock.ngx, in a timer of its own), and leadership lasts until
 -- fn returns.  Loading this module adds `leader_latch` and
 -- `leader_selector` to the client methods.  docs/design.md, section 12.
--- @module zklock.election
+-- (The doc comments below are on zklock's page of the reference:
+-- config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -43,8 +46,15 @@ local function fields(self, fname)
   return R.checked(self, Latch, fname, "leader latch")
 end
 
---- A leader latch on `path` (Curator LeaderLatch).  `id`: the participant
--- id written into our node (default: the client's id, see connect).
+--- @type Client
+
+--- A leader latch on `path`, on the nodes of Curator's `LeaderLatch`:
+-- each participant keeps `<path>/_c_<uuid>-latch-<seq>`; the lowest node
+-- leads.
+-- @string path the election's directory
+-- @tparam[opt] string id the participant id written into our node
+--  (default: the client's, see `zklock.connect`)
+-- @return a latch (see LeaderLatch)
 function client_methods:leader_latch(path, id)
   if not core.is_client(self) then
     argerror(1, "leader_latch", "zklock client expected")
@@ -198,8 +208,13 @@ R.register("events", function(client, kind, arg, attempt)
   return n
 end)
 
+--- A leader latch, as `zk:leader_latch(path)` returns it.  A lost session
+-- or a foreign deletion of our node ends leadership at once; the latch
+-- then joins again by itself.  `__close` leaves, as `close()`.
+-- @type LeaderLatch
+
 --- Join the election.  Raises when started already or closed.
--- @return the latch, or nil, msg, code when the session refuses
+-- @return the latch, or nil, message, code when the session refuses
 function Latch:start()
   return begin(self, fields(self, "start"), "leader latch")
 end
@@ -207,7 +222,8 @@ end
 --- Wait to lead, at most `timeout` seconds (nil: for ever; 0: answers at
 -- once).  Waiting does not leave the election: a timeout leaves the node
 -- queued.
--- @return true, or nil, msg, code ("timeout", "closed", ...)
+-- @tparam[opt] number timeout seconds
+-- @return true, or nil, message, code (`"timeout"`, `"closed"`...)
 function Latch:await(timeout)
   local f = fields(self, "await")
   timeout = check_timeout(timeout, 1, "await")
@@ -253,6 +269,7 @@ end
 
 --- True while we lead, as far as this process can know (the margin of
 -- `lock:is_held()` from when the server last heard us).
+-- @treturn boolean
 function Latch:has_leadership()
   local f = fields(self, "has_leadership")
   if f.closed or not f.att then return false end
@@ -261,7 +278,9 @@ end
 
 --- `fn(leading)` is called with true when we come to lead and false when
 -- we stop (session lost, our node deleted by someone else), in Lua, where
--- on_lost callbacks run.  @return the latch
+-- `on_lost` callbacks run.
+-- @func fn `fn(leading)`
+-- @return the latch
 function Latch:on_change(fn)
   local f = fields(self, "on_change")
   if type(fn) ~= "function" then
@@ -279,7 +298,8 @@ local function records(f, timeout, all)
 end
 
 --- The current leader's id, or nil when nobody leads.
--- @return id, or nil; or nil, msg, code
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the id, or nil; or nil, message, code
 function Latch:leader(timeout)
   local f = fields(self, "leader")
   timeout = check_timeout(timeout, 1, "leader")
@@ -289,7 +309,8 @@ function Latch:leader(timeout)
 end
 
 --- Every participant in queue order: `{ id =, node =, leader = bool }`.
--- @return array, or nil, msg, code
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return a list, or nil, message, code
 function Latch:participants(timeout)
   local f = fields(self, "participants")
   timeout = check_timeout(timeout, 1, "participants")
@@ -302,15 +323,17 @@ function Latch:participants(timeout)
   return out
 end
 
---- Fencing token of our node (its czxid) while we lead, or nil.
+--- The fencing token of our node (its czxid) while we lead.
+-- @treturn ?number the token, or nil
 function Latch:token()
   local f = fields(self, "token")
   if f.closed or not f.att or not f.att:held() then return nil end
   return (select(2, f.att:info()))
 end
 
---- Leave the election: our node goes (leadership, if we had it, ends).
--- Idempotent; also __gc (through the attempt) and __close.
+--- Leave the election: our node goes (leadership, if we had it, ends,
+-- and no `on_change` is called).  Idempotent; also what `__close` does,
+-- and a collected latch's node goes too.
 -- @return true
 function Latch:close()
   local f = fields(self, "close")
@@ -376,12 +399,18 @@ end
 -- leader_selector's options
 local SELECTOR_OPTIONS = R.options({ "requeue", "id" })
 
+--- @type Client
+
 --- A leader selector on `path` (Curator LeaderSelector): once started,
 -- `fn(selector)` runs each time this participant is chosen, where
 -- callbacks run (zklock waits, `zk:dispatch()`; under zklock.ngx in a
--- timer of its own); leadership lasts until fn returns.  `opts.requeue`
--- (default true) queues again after each turn; `opts.id` the participant
--- id (default: the client's).
+-- timer of its own); leadership lasts until fn returns.  An error in `fn`
+-- is logged, and the turn ends as if it returned.
+-- @string path the election's directory (a mutex's, Curator's nodes)
+-- @func fn `fn(selector)`, a turn
+-- @tparam[opt] table opts `requeue` (default true: queue again after each
+--  turn), `id` (the participant id; default: the client's)
+-- @return a selector (see LeaderSelector)
 function client_methods:leader_selector(path, fn, opts)
   if not core.is_client(self) then
     argerror(1, "leader_selector", "zklock client expected")
@@ -415,8 +444,12 @@ function client_methods:leader_selector(path, fn, opts)
   return sel
 end
 
+--- A leader selector, as `zk:leader_selector(path, fn)` returns it.
+-- `__close` leaves, as `close()`.
+-- @type LeaderSelector
+
 --- Join: wait for our turns.  Raises when started already.
--- @return the selector, or nil, msg, code
+-- @return the selector, or nil, message, code
 function Selector:start()
   return begin(self, sel_fields(self, "start"), "leader selector")
 end
@@ -430,6 +463,7 @@ end
 -- session or node.  A lost hold is seen here at once, from C (the margin
 -- of `is_held()`, a foreign deletion, an expiry), even by a fn that never
 -- lets callbacks run.
+-- @treturn boolean
 function Selector:is_interrupted()
   local f = sel_fields(self, "is_interrupted")
   if not f.interrupted and f.running and f.att and not f.att:held() then
@@ -439,18 +473,21 @@ function Selector:is_interrupted()
 end
 
 --- True while fn runs and we still hold (the margin of `is_held()`).
+-- @treturn boolean
 function Selector:has_leadership()
   local f = sel_fields(self, "has_leadership")
   return f.running == true and f.att ~= nil and f.att:held()
 end
 
 --- How many turns have run to their end.
+-- @treturn int
 function Selector:turns()
   return sel_fields(self, "turns").turns
 end
 
 --- Leave: no more turns; a running fn is interrupted, and leadership ends
--- when it returns.  Idempotent; also __close.  @return true
+-- when it returns.  Idempotent; also what `__close` does.
+-- @return true
 function Selector:close()
   local f = sel_fields(self, "close")
   if not f.closed then f.interrupted = true; leave(f) end

@@ -1,6 +1,8 @@
---- Fencing: a write that only a holder's live hold lets through
--- (docs/design.md, section 4.9).  Adds `fenced_set` to every lock.
--- @module zklock.fenced
+-- Fencing: a write that only a holder's live hold lets through
+-- (docs/design.md, section 4.9).  Adds `fenced_set` to every lock.  (The
+-- doc comments below are on zklock's page of the reference: config.ld.)
+
+--- @module zklock
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
 R.internal_file()
@@ -12,16 +14,21 @@ local check_data, call_op = R.check_data, R.call_op
 
 local fields = L.fields
 
+--- @type Lock
+
 --- Fenced write: set node `path` to `data` (creating it, and its parents,
 -- when missing) only while this hold's lock node still exists, in one
 -- ZooKeeper multi-op (check our node, then write).  A holder whose session
 -- expired, or who lost the lock while paused, is refused even if it still
 -- believes it holds.  Accepted writes on one path follow the holds in
--- order; their tokens (`token()`) strictly increase.
--- @return the node's new data version and the write's zxid, or nil, msg,
--- code: "lock_lost" (not written), "connection_loss" (the connection was
--- cut with the write in flight and it could not be confirmed: it may have
--- been applied), "timeout", ...
+-- order; their tokens (`token()`) strictly increase.  Calling it without
+-- holding the lock raises.
+-- @string path the node to write
+-- @string data its new data
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the node's new data version and the write's zxid; or nil,
+--  message, code: `"lock_lost"` (nothing written), `"connection_loss"` or
+--  `"timeout"` (it may have been applied)
 function Lock:fenced_set(path, data, timeout)
   local f = fields(self, "fenced_set")
   check_path(path, 1, "fenced_set")

@@ -1,8 +1,11 @@
---- Who holds a lock, and who waits: `lock:participants()` and
+-- Who holds a lock, and who waits: `lock:participants()` and
 -- `lock:holders()`, for every kind of `zklock.lock` (docs/api.md, "Who
 -- holds it"; docs/design.md, section 4.11).  C reads the names (which
 -- node holds, in what order: names.c); this file only asks and waits.
--- @module zklock.holders
+-- (The doc comments below are on zklock's page of the reference:
+-- config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -51,11 +54,15 @@ function H.records(f, timeout, all, both)
     f.dir, family, f.max_leases, which, all)
 end
 
---- Contenders in queue order (first = holder), as full node paths; with
--- `detail`, as records `{ node =, id =, token =, session = }` (see
--- `holders`).  As in Curator, `rw.read` and `rw.write` list the nodes of
--- their own kind; `rw:participants()` lists both.
--- @return array, or nil, message, code
+--- @type Lock
+
+--- The contenders in queue order (the first holds), as full node paths;
+-- with `detail`, as the records of `holders()`, for every contender.  As
+-- in Curator, `rw.read` and `rw.write` list the nodes of their own kind;
+-- `rw:participants()` lists both.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @tparam[opt] boolean detail records instead of paths
+-- @return a list, or nil, message, code
 function Lock:participants(timeout, detail)
   local f = fields(self, "participants")
   timeout = check_timeout(timeout, 1, "participants")
@@ -67,7 +74,9 @@ end
 -- (the participant id its creator wrote: connect's `id` option for
 -- zklock, Curator's node data for Curator), `token` (the node's czxid) and
 -- `session` (hex id of the owning session).  One listing and the gets
--- piped behind it.  @return array (empty when free), or nil, msg, code
+-- piped behind it.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return a list (empty when free), or nil, message, code
 function Lock:holders(timeout)
   local f = fields(self, "holders")
   timeout = check_timeout(timeout, 1, "holders")

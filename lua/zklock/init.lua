@@ -1,15 +1,34 @@
---- zklock: ZooKeeper locks for Lua, with the algorithms carried out in C.
+--- ZooKeeper locks, semaphores, barriers and leader election for Lua
+-- 5.1-5.4 and LuaJIT, on the nodes and protocols of Apache Curator (a Java
+-- service and Lua processes can share a lock).
 --
--- `zklock.connect` opens a session; recipe objects (`zk:mutex(path)`) are
--- userdata whose state machines run in C on ZooKeeper's threads.  This file
--- is the public surface: connect, the waiter, revocation, with_lock, and
--- the client methods table.  The recipes live in zklock.lock (mutex,
--- semaphore mutex, read/write lock), zklock.semaphore, zklock.multilock and
--- zklock.barrier (barrier, double barrier), which add their methods to the
--- client methods as they load; argument checking, per-coroutine ownership
--- and the waits (every wait polls a C object and sleeps until the session
--- reports a change) are in the internal zklock.runtime.
+--     local zklock = require "zklock"
+--     local zk = assert(zklock.connect("127.0.0.1:2181"))
+--     local lock = zk:mutex("/app/orders")
+--     local ok, msg, code = lock:acquire(5) -- wait at most 5 s
+--     if ok then
+--       -- ... the critical section ...
+--       lock:release()
+--     end
+--
+-- Misuse raises a standard error (`bad argument #1 to 'mutex' (...)`);
+-- what comes from the world (a timeout, a lost session) returns `nil,
+-- message, code`, the code one of `zklock.errors`.  Timeouts are in
+-- seconds, and nil waits for ever.  docs/api.md explains every call and
+-- option; under OpenResty, load zklock.ngx as well.
 -- @module zklock
+-- @alias client_methods
+
+-- (For maintainers: this file is the public surface: connect, the waiter,
+-- revocation, with_lock, and the client methods table.  The recipes live
+-- in zklock.lock (mutex, semaphore mutex, read/write lock),
+-- zklock.semaphore, zklock.multilock, zklock.barrier (barrier, double
+-- barrier) and zklock.election, which add their methods to the client
+-- methods as they load; argument checking, per-coroutine ownership and
+-- the waits (every wait polls a C object and sleeps until the session
+-- reports a change) are in the internal zklock.runtime.  Recipe objects
+-- are userdata whose state machines run in C.  config.ld gathers the doc
+-- comments of every file on one page.)
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 R.internal_file()
@@ -24,13 +43,17 @@ require "zklock.barrier"
 require "zklock.election"
 
 local M = {
-  --- The version: the versioned rockspec's (zklock-0.1.0-1.rockspec), less
-  -- its revision.
+  --- The version, as `"0.1.0"`: the versioned rockspec's, less its
+  -- revision.
   _VERSION = "0.1.0",
-  --- Error codes, the third value of every failure: `zklock.errors.timeout`...
+  --- The error codes, the third value of every failure, each mapping to
+  -- itself: compare with `code == zklock.errors.timeout`.  `timeout`,
+  -- `connection_loss`, `session_expired`, `closed`, `no_auth`,
+  -- `lock_lost`, `no_node`, `unknown_host`, `tls`, `node_exists`,
+  -- `not_empty`, `zk_error`, `forked` (docs/api.md, "Errors").
   errors = core.errors,
-  --- What this build can do: `{ tls = bool, sasl = bool }` (`tls`: the
-  -- linked ZooKeeper C client has TLS; docs/security.md, "Builds").
+  --- What this build can do: `{ tls = bool, sasl = bool }`
+  -- (docs/security.md, "Builds").
   features = core.features(),
 }
 
@@ -53,8 +76,9 @@ local protect = R.protect
 -- reports a generation other than `gen`, or after `timeout` seconds (nil:
 -- no limit; zklock passes no timeout of zero or less: a wait whose time
 -- has run out returns without calling fn).  `obj` is what is awaited (it
--- has `poll()`), when known.
--- It may yield.  `zklock.set_waiter(nil)` restores the blocking wait.
+-- has `poll()`), when known.  It may yield.  Under OpenResty, zklock.ngx
+-- installs its own.
+-- @tparam ?function fn the waiter, or nil to restore the blocking wait
 function M.set_waiter(fn)
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "set_waiter", "function expected, got " .. type(fn))
@@ -65,21 +89,24 @@ end
 -- ---------------------------------------------------------------------------
 -- client
 
---- Open a session.
--- @string hosts connect string, "127.0.0.1:2181,127.0.0.1:2182/chroot"
--- @tparam[opt] table opts `session_timeout` (s, default 10),
---  `connect_timeout` (s, default 10), `acl` ("open"|"creator"|"read", or
---  a list `{ { scheme, id, perms }, ... }`: docs/acl.md), `max_data`
---  (longest data accepted, bytes; default 1 MiB - 8 KiB),
---  `auth` ({scheme, credential}), `renew_session` (default true: after
---  an expiry the client opens a new session by itself), `tls` ({ `ca`,
---  `cert`, `key`, `key_password` }) or `sasl` ({ `mechanism` (default
---  "DIGEST-MD5"), `user`, `password` or `password_file`, `realm`,
---  `service`, `server` }): docs/security.md
--- @return client, or nil, message, code ("no_node": the chroot of
---  `hosts` does not exist; "connection_loss": no connection in time;
---  "tls": a TLS set-up that cannot work, and why; "no_auth": a SASL
---  login refused)
+--- Open a session, and wait for its first connection.
+-- @string hosts the connect string: `host:port` entries separated by
+--  commas, then an optional chroot (`"127.0.0.1:2181,127.0.0.1:2182/app"`)
+-- @tparam[opt] table opts `session_timeout` (seconds, default 10),
+--  `connect_timeout` (seconds, default 10), `acl` (`"open"`, `"creator"`,
+--  `"read"`, or a list `{ { scheme, id, perms }, ... }`: docs/acl.md),
+--  `max_data` (the longest data accepted, in bytes; default 1040384),
+--  `auth` (`{ scheme, credential }`), `renew_session` (default true:
+--  after an expiry, open a new session by itself), `id` (the participant
+--  id written into this client's lock and lease nodes, which `holders()`
+--  reads back; default `"zklock HOST pid N"`), `tls` (`{ ca, cert, key
+--  [, key_password] }`) and `sasl` (`{ user, password | password_file [,
+--  mechanism, realm, service, server] }`; DIGEST-MD5 by default): see
+--  docs/security.md
+-- @return a client, or nil, message, code: `"unknown_host"` (a host name
+--  does not resolve), `"connection_loss"` (no connection in time),
+--  `"no_auth"` (a SASL login refused), `"no_node"` (the chroot does not
+--  exist), `"tls"` (a TLS set-up that cannot work, and why)
 function M.connect(hosts, opts)
   local c, ct, code = R.open(hosts, opts, "connect")
   if not c then return nil, ct, code end
@@ -104,6 +131,14 @@ function R.finish_connect(c, hosts, ct)
   return nil, msg or "session " .. state, code or "closed"
 end
 
+-- A client that is not closed, for the methods that keep state in C
+-- (listeners, counters): on a closed one they raise, as the C methods do
+-- (docs/api.md, "A closed client").
+local function check_open(self, fname)
+  check_client(self, fname)
+  if closed(self) then argerror(1, fname, "client is closed") end
+end
+
 -- ---------------------------------------------------------------------------
 -- event loops (zklock.loop; docs/api.md, "Waiting in an event loop")
 
@@ -120,8 +155,35 @@ end
 -- ---------------------------------------------------------------------------
 -- plain data: what a lock usually guards (a counter, a config)
 
---- The data of node `path`.  @param timeout seconds (default: the session
--- timeout).  @return data, version; or nil, msg, code ("no_node", ...)
+--- A session with a ZooKeeper ensemble, as `zklock.connect` returns it.
+-- Its methods make the recipes (`zk:mutex(path)`, ...) and read and write
+-- plain nodes.  After `zk:close()`, what would ask the server returns
+-- `nil, "client is closed", "closed"` (docs/api.md, "A closed client").
+-- @type Client
+
+--- The connection's state: `"connecting"`, `"connected"`, `"expired"`,
+-- `"auth_failed"`, `"no_chroot"` (the chroot does not exist), `"tls_failed"`
+-- or `"closed"`.
+-- @function state
+-- @treturn string the state
+
+--- The session id as a hex string, as `"0x1000001a2b30000"`; nil while
+-- there is no session.  Raises once the client is closed.
+-- @function session_id
+-- @treturn ?string the id
+
+--- The session timeout the server granted, in seconds (0 once closed).
+-- @function session_timeout
+-- @treturn number seconds
+
+--- Close the session: every ephemeral node of it (its holds, its queued
+-- attempts) goes at once.  Idempotent; also what `__gc` and `__close` do.
+-- @function close
+
+--- The data of node `path`.
+-- @string path the node
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the data and its version, or nil, message, code (`"no_node"`...)
 function client_methods:get(path, timeout)
   check_client(self, "get")
   check_path(path, 1, "get")
@@ -129,10 +191,15 @@ function client_methods:get(path, timeout)
   return call_op(self, timeout or self:session_timeout(), "_get", path)
 end
 
---- Set the data of node `path`, creating it (and its parents, as
--- containers) when missing: one set-or-create in C, retried there when
--- another client creates it first.  @return true, or nil, msg, code
+--- Set the data of node `path`, creating it (a persistent node, its
+-- missing parents as containers) when missing.
+-- @string path the node
+-- @string data its new data (at most the client's `max_data` bytes)
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return true, or nil, message, code
 function client_methods:set(path, data, timeout)
+  -- (one set-or-create in C, retried there when another client creates
+  -- the node first)
   check_client(self, "set")
   check_path(path, 1, "set")
   check_data(self, data, 2, "set")
@@ -144,9 +211,11 @@ end
 -- ---------------------------------------------------------------------------
 -- callbacks and revocation
 
---- Run the callbacks this client has queued (revocation requests); with a
--- timeout, first wait up to that long for one to arrive.
--- @return how many ran
+--- Run the callbacks queued for this client now (`on_revoke`, `on_lost`,
+-- `on_state`, a latch's `on_change`, a selector's turn); with a timeout,
+-- first wait up to that long for one to arrive.
+-- @tparam[opt] number timeout seconds
+-- @treturn int how many ran
 function client_methods:dispatch(timeout)
   if not core.is_client(self) then
     argerror(1, "dispatch", "zklock client expected")
@@ -172,9 +241,11 @@ end
 -- timeout) and "renewed" (a new session after an expiry).  Runs in Lua,
 -- in order, inside zklock waits, `zk:dispatch()` or zklock.ngx's timer,
 -- never on a ZooKeeper thread.  Several listeners may listen;
--- `zk:on_state(nil)` removes them all.  @return the client
+-- `zk:on_state(nil)` removes them all.
+-- @tparam ?function fn `fn(new, old)`, or nil
+-- @return the client
 function client_methods:on_state(fn)
-  check_client(self, "on_state")
+  check_open(self, "on_state")
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "on_state", "function or nil expected, got " .. type(fn))
   end
@@ -194,11 +265,17 @@ function client_methods:on_state(fn)
   return self
 end
 
---- Ask the current holder(s) of the lock at `path` to let go (Curator
--- Revoker): their nodes' data becomes "__REVOKE__".  Holders are the first
--- node (mutex), the first `max_leases` (semaphore), or the writer / the
--- readers before the first writer (read/write lock).
--- @return the number of holders asked, or nil, msg, code
+--- @section end
+
+--- Ask the current holder(s) of the lock at `path` to let go (Curator's
+-- `Revoker`): their nodes' data becomes `"__REVOKE__"`, and a revocable
+-- holder's `on_revoke` callback runs.  The holders are the writer, or the
+-- readers before the first writer (read/write lock); else the first node
+-- (mutex); else the first `max_leases` (semaphore).
+-- @param zk a client
+-- @string path the lock's path
+-- @tparam[opt] int max_leases for a semaphore: how many hold (default 1)
+-- @return the number of holders asked, or nil, message, code
 function M.revoke(zk, path, max_leases)
   if not core.is_client(zk) then argerror(1, "revoke", "zklock client expected") end
   check_path(path, 2, "revoke")
@@ -304,17 +381,24 @@ end
 -- with_lock's options table
 local WITH_LOCK_OPTIONS = R.options({ "timeout", "max_hold", "update" })
 
---- Acquire `lock`, call `fn(...)`, release; on error release and re-raise
--- the error (a string one with the traceback of where fn raised it
--- appended; any other value unchanged: docs/api.md).
--- `zklock.with_lock(lock, [timeout,] fn, ...)`, or
--- `zklock.with_lock(lock, { timeout =, max_hold =, update = }, fn, ...)`;
--- a hold lost meanwhile (its max_hold ran out, say) makes it return nil,
--- msg, "lock_lost" after fn.  With `update = path`, the node is read with
--- the acquire and `fn(data, ...)` gets its data (nil: no node); fn's first
--- result, unless nil, is written to it with the release, fenced, in one
--- request (docs/api.md), and with_lock returns fn's other results.
--- @return fn's results, or nil, message, code when not acquired
+--- Acquire `lock`, call `fn(...)`, release, and return `fn`'s results.
+-- If `fn` raises, release and raise the error again: a string one with
+-- the traceback of where `fn` raised it appended, any other value
+-- unchanged (docs/api.md).  A hold
+-- that ended meanwhile (lost, past `max_hold`, revoked) makes it return
+-- `nil, message, "lock_lost"` after `fn`.  With `update = path`, node
+-- `path` is read with the acquire and `fn(data, ...)` gets its data (nil:
+-- no node); `fn`'s first result, unless nil, is written to it with the
+-- release, fenced, in one request, and `with_lock` returns `fn`'s other
+-- results (a mutex or a write lock only; docs/api.md).
+-- @function with_lock
+-- @param lock a lock, a semaphore or a multilock: anything with `acquire`
+--  and `release`
+-- @tparam[opt] number|table timeout seconds, or
+--  `{ timeout =, max_hold =, update = }`
+-- @func fn the critical section
+-- @param ... `fn`'s arguments
+-- @return `fn`'s results, or nil, message, code when not acquired
 function M.with_lock(lock, a, ...)
   local mt = getmetatable(lock)
   if type(lock) ~= "userdata" or type(mt) ~= "table"
@@ -345,20 +429,25 @@ function M.with_lock(lock, a, ...)
   return run(lock, timeout, opts, ...)
 end
 
+--- @type Client
+
 --- Counters of this client: `requests` sent, `watch_events` received,
--- `renewed` (new sessions opened after an expiry), `lost` (holds lost),
--- `since_contact` (seconds since the server last answered; absent before
--- any answer),
--- and `kinds`: per recipe kind ("mutex", "semaphore_mutex",
--- "rwlock.read", "rwlock.write", "semaphore") the counts `acquires`,
--- `timeouts`, `errors`, `releases`, `losses`, and the `wait` and `hold`
--- times as { count, sum, max, p50, p90, p99 } (seconds; docs/api.md).
+-- `own_events` (those about our own nodes), `renewed` (new sessions
+-- opened after an expiry), `lost` (holds lost), `since_contact` (seconds
+-- since the server last answered; absent before any answer), and `kinds`: per recipe
+-- kind (`"mutex"`, `"semaphore_mutex"`, `"rwlock.read"`, `"rwlock.write"`,
+-- `"semaphore"`) the counts `acquires`, `timeouts`, `errors`, `releases`,
+-- `losses`, and the `wait` and `hold` times as `{ count, sum, max, p50,
+-- p90, p99 }` (seconds; docs/api.md, "Metrics").
+-- @treturn table the counters
 function client_methods:stats()
-  check_client(self, "stats")
+  check_open(self, "stats")
   local s = self:_stats()
   s.kinds = metrics.client_report(self)
   return s
 end
+
+--- @section end
 
 -- ---------------------------------------------------------------------------
 -- logging and metrics
@@ -366,10 +455,12 @@ end
 local LEVELS = { none = true, error = true, warn = true, info = true,
   debug = true }
 
---- Send zklock's messages, and the ZooKeeper C client's log, to
--- `fn(level, message)` (level: "error", "warn", "info", "debug"), called on
--- the Lua thread when zklock next dispatches; nil restores stderr.  Inside
--- nginx the default is ngx.log (docs/api.md, "Logging").
+--- Send zklock's messages (a callback that raised) and the ZooKeeper C
+-- client's log to `fn(level, message)`, called on the Lua thread when
+-- zklock next dispatches.  The default writes to stderr (`zklock: <level>:
+-- <message>`); inside nginx, to its error log (docs/api.md, "Logging").
+-- @tparam ?function fn `fn(level, message)`, level one of `"error"`,
+--  `"warn"`, `"info"`, `"debug"`; or nil for the default
 function M.set_logger(fn)
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "set_logger", "function expected, got " .. type(fn))
@@ -377,9 +468,10 @@ function M.set_logger(fn)
   R.set_logger(fn or R.hooks.default_logger)
 end
 
---- How much the ZooKeeper C client logs: "none" (the default, unless the
--- environment's ZKLOCK_LOG_LEVEL says otherwise), "error", "warn", "info"
--- or "debug".
+--- How much the ZooKeeper C client logs.  The environment variable
+-- `ZKLOCK_LOG_LEVEL` sets the starting level.
+-- @string level `"none"` (the default), `"error"`, `"warn"`, `"info"` or
+--  `"debug"`
 function M.set_log_level(level)
   if not LEVELS[level] then
     argerror(1, "set_log_level", "one of none, error, warn, info, debug " ..
@@ -388,18 +480,17 @@ function M.set_log_level(level)
   core.set_log_level(level)
 end
 
---- This process's figures of every client, in the Prometheus text format
--- (docs/api.md, "Metrics"); zklock.ngx.metrics() adds up nginx's workers.
+--- The figures of every client of this process, added up, in the
+-- Prometheus text exposition format (docs/api.md, "Metrics");
+-- `zklock.ngx.metrics()` adds up nginx's workers.
+-- @treturn string the exposition text
 function M.metrics()
   return metrics.prometheus(metrics.process)
 end
 
---- Client methods written in Lua, for reference: `zk:mutex(path)`.
--- C ones: `zk:state()`, `zk:session_id()`, `zk:session_timeout()`,
--- `zk:close()`.
+-- The client methods table, and the lock class (not in the reference: no
+-- program needs them).
 M.client_methods = client_methods
-
---- The lock class (its methods: `acquire`, `release`, `is_held`, ...).
 M.Lock = L.Lock
 
 -- Inside nginx's Lua module a zklock wait must never block the worker: a

@@ -1,10 +1,12 @@
---- Locks: the reentrant mutex, the semaphore mutex and the read/write
+-- Locks: the reentrant mutex, the semaphore mutex and the read/write
 -- lock, one class (`Lock`) whose kinds are sets of fields; a lock object
 -- is userdata (`core.box`) whose state machine runs in C.  Loading this
 -- module adds `mutex` and `semaphore_mutex` to the client methods;
 -- zklock.rwlock adds `rwlock`, zklock.holders the methods that say who
--- holds a lock.
--- @module zklock.lock
+-- holds a lock.  (The doc comments below are on zklock's page of the
+-- reference: config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local metrics = require "zklock.metrics"
@@ -107,9 +109,15 @@ local function new_lock(client, path, fname, kind, opts, n)
   })
 end
 
---- A reentrant mutex (Curator InterProcessMutex): node `_c_<uuid>-lock-<seq>`.
--- @string path lock directory
--- @tparam[opt] table opts `max_hold`: the default for every acquire
+--- @type Client
+
+--- A reentrant mutex, on the nodes of Curator's `InterProcessMutex`
+-- (`<path>/_c_<uuid>-lock-<seq>`).
+-- @string path the lock's directory
+-- @tparam[opt] table opts `max_hold` (seconds: the default of every
+--  acquire), `linger` (seconds: keep the node after the last release, for
+--  a quick acquire again; docs/api.md, "Lock caching")
+-- @return a lock (see Lock)
 function client_methods:mutex(path, opts)
   return new_lock(self, path, "mutex",
     { kind = "mutex", markers = "mutex", name = "zklock.mutex" }, opts)
@@ -128,10 +136,18 @@ arm_callbacks = function(f, own, lock, owner)
   if f.revoke_fn then own.att:revocable() end
 end
 
+--- A lock: a mutex, a semaphore mutex, or either lock of a read/write lock
+-- (`rw.read`, `rw.write`).  A hold belongs to the coroutine that took it
+-- (under OpenResty, to the request).
+-- @type Lock
+
 --- Make the lock revocable (Curator `makeRevocable`): when someone asks
 -- (`zklock.revoke`, or Curator's `Revoker`), `fn(lock)` runs in Lua, on
--- behalf of the holder, inside a zklock wait or `zk:dispatch()`.  Applies to
--- the current hold and to later ones.  @return the lock
+-- behalf of the holder, inside a zklock wait or `zk:dispatch()`, so
+-- `lock:release()` in it releases the hold.  Applies to the current hold
+-- and to later ones.
+-- @func fn `fn(lock)`
+-- @return the lock
 function Lock:on_revoke(fn)
   local f = fields(self, "on_revoke")
   if type(fn) ~= "function" then
@@ -150,7 +166,9 @@ end
 -- else's now).  Runs in Lua on behalf of the holder, inside a zklock wait,
 -- `zk:dispatch()`, or zklock.ngx's timer.  By then `is_held()` is false;
 -- `release()` answers nil, "lock lost", "lock_lost" and forgets the hold.
--- Applies to the current hold and to later ones.  @return the lock
+-- Applies to the current hold and to later ones.
+-- @func fn `fn(lock)`
+-- @return the lock
 function Lock:on_lost(fn)
   local f = fields(self, "on_lost")
   if type(fn) ~= "function" then
@@ -163,11 +181,17 @@ function Lock:on_lost(fn)
   return self
 end
 
---- A non-reentrant mutex (Curator InterProcessSemaphoreMutex): a second
--- acquire, even by the holder, waits like anyone else's; any coroutine of
--- the process may release it.  A semaphore of one lease, on Curator's
--- nodes: `<path>/locks` (the internal lock) and
+--- @type Client
+
+--- A non-reentrant mutex (Curator's `InterProcessSemaphoreMutex`): a
+-- second acquire, even by the holder, waits like anyone else's; any
+-- coroutine of the process may release it.  A semaphore of one lease, on
+-- Curator's nodes: `<path>/locks` (the internal lock) and
 -- `<path>/leases/_c_<uuid>-lease-<seq>`.
+-- @string path the lock's directory
+-- @tparam[opt] table opts `max_hold` (seconds: the default of every
+--  acquire)
+-- @return a lock (see Lock)
 function client_methods:semaphore_mutex(path, opts)
   return new_lock(self, path, "semaphore_mutex",
     { kind = "lease", markers = "lease", name = "zklock.semaphore_mutex",
@@ -339,12 +363,21 @@ local function check_request(f, node_path, path, data, n, fname)
 end
 L.check_request = check_request
 
---- Acquire, waiting at most `timeout` seconds (nil: for ever).
--- The same coroutine may acquire again: it then must release as often.
--- `opts.max_hold` (seconds; default: the constructor's): the hold ends by
--- itself then, as a lost one (`is_held()` false, `on_lost`, node deleted,
--- `release()` answers `lock_lost`), counted from the first acquire.
--- @return the lock, or nil, message, code ("timeout", ...)
+--- @type Lock
+
+--- Acquire, waiting at most `timeout` seconds behind other holders;
+-- `acquire(0)` is a try-lock.  The same coroutine may acquire a mutex or
+-- a read/write lock again: it then must release as often.  A timed-out
+-- acquire leaves no node behind.
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @tparam[opt] table opts `max_hold` (seconds; default: the constructor's):
+--  then the hold ends by itself, as a lost one (`is_held()` false,
+--  `on_lost`, node deleted, `release()` answers `lock_lost`), counted from
+--  the first acquire; `read` (a node path): read it with the acquire (not
+--  for a semaphore mutex)
+-- @return the lock (with `read`: and the node's data and version, or nil
+--  when there is no such node), or nil, message, code (`"timeout"`,
+--  `"session_expired"`, `"closed"`...)
 function Lock:acquire(timeout, opts)
   local f = fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
@@ -467,10 +500,15 @@ local function release_opts(f, h, opts)
 end
 
 --- Release one level of the calling coroutine's hold; the last deletes the
--- node.  Releasing a lock this coroutine does not hold raises an error; a
--- hold that ended meanwhile (lost, past its max_hold, revoked) answers
--- nil, msg, "lock_lost".
--- @return true, or nil, "lock lost", "lock_lost" when it was lost meanwhile
+-- node and waits for the server to confirm, up to the session timeout.
+-- Releasing a lock this coroutine does not hold raises.
+-- @tparam[opt] table opts `{ write = path, data = string }`: write `data`
+--  to node `path` in the same request that deletes our node, fenced (a
+--  mutex or a write lock)
+-- @return true (with `write`: and the node's new version and the write's
+--  zxid, `0, 0` when it created the node); or nil, message, code:
+--  `"lock_lost"` when the hold ended meanwhile (lost, past its `max_hold`,
+--  revoked: nothing written), `"closed"` when the client was closed
 function Lock:release(opts)
   local f = fields(self, "release")
   local co = me()
@@ -588,22 +626,26 @@ function L.drop_level(lock, owner)
   if h.keep then h.keep:release() end
 end
 
---- True while the calling coroutine holds the lock (and the session lives).
+--- True while the calling coroutine holds the lock and the server cannot
+-- have expired the session yet.
+-- @treturn boolean
 function Lock:is_held()
   local h = hold_of(fields(self, "is_held"))
   return h ~= nil and live(h)
 end
 
---- Fencing token of the calling coroutine's hold: the lock node's czxid,
--- strictly increasing across every holder of every lock on the ensemble.
--- @return number, or nil when not held
+--- The fencing token of the calling coroutine's hold: the lock node's
+-- czxid, strictly increasing across every holder of every lock on the
+-- ensemble (an integer on Lua 5.4; on LuaJIT a number, exact below 2^53).
+-- @treturn ?number the token, or nil when not held
 function Lock:token()
   local h = hold_of(fields(self, "token"))
   if not h or not live(h) then return nil end
   return (select(2, h.att:info()))
 end
 
---- The lock's node path of the calling coroutine, or nil.
+--- The node path of the calling coroutine's hold or queued attempt.
+-- @treturn ?string the path, or nil
 function Lock:node()
   local f = fields(self, "node")
   local h = hold_of(f)

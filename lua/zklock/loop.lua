@@ -30,8 +30,8 @@ R.internal_file() -- (bad arguments point past this file, at the caller)
 local M = {}
 
 local now = core.now
-local pairs, ipairs, type, next = pairs, ipairs, type, next
-local setmetatable, error, tostring = setmetatable, error, tostring
+local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
+local setmetatable, error = setmetatable, error
 local WEAK_KEYS = { __mode = "k" }
 local WEAK_VALUES = { __mode = "v" }
 local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)

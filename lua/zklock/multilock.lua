@@ -1,6 +1,9 @@
---- The multi-lock: all or nothing over several locks, in a canonical
+-- The multi-lock: all or nothing over several locks, in a canonical
 -- order.  Loading this module adds `multilock` to the client methods.
--- @module zklock.multilock
+-- (The doc comments below are on zklock's page of the reference:
+-- config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -20,10 +23,15 @@ local MultiLock = { __name = "zklock.multilock" }
 MultiLock.__index = MultiLock
 local RANK = { write = 1, mutex = 2, lease = 3, read = 4 }
 
---- All-or-nothing over lock objects (mutexes, semaphore mutexes, rw.read,
--- rw.write): acquired in a canonical order (by path) so two callers passing
--- different orders cannot deadlock, one deadline for the whole set, released
--- in reverse.
+--- @type Client
+
+--- All or nothing over lock objects (mutexes, semaphore mutexes, `rw.read`,
+-- `rw.write`): acquired in a canonical order (by path), so two callers
+-- passing different orders cannot deadlock, within one deadline for the
+-- whole set, and released in reverse.  Anything else, or one lock twice,
+-- raises.
+-- @tparam {Lock,...} locks the locks
+-- @return a multilock (see MultiLock)
 function client_methods:multilock(locks)
   if not core.is_client(self) then
     argerror(1, "multilock", "zklock client expected")
@@ -59,10 +67,15 @@ local function multi_fields(self, fname)
   return checked(self, MultiLock, fname, "multilock")
 end
 
---- Acquire every lock, in the canonical order, within one deadline of
--- `timeout` seconds (nil: for ever); all or nothing: on a failure (or an
--- error) the locks taken so far are released.  `opts.max_hold` applies to
--- every member's hold.
+--- Several locks taken all or nothing, as `zk:multilock(locks)` returns
+-- them.  `<close>` releases it (Lua 5.4).
+-- @type MultiLock
+
+--- Acquire every lock, in the canonical order, within one deadline; all
+-- or nothing: on a failure (or an error) the locks taken so far are
+-- released.
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @tparam[opt] table opts `max_hold` (seconds), for every member's hold
 -- @return the multilock, or nil, message, code of the failed member
 function MultiLock:acquire(timeout, opts)
   local m = multi_fields(self, "acquire")
@@ -111,10 +124,10 @@ end
 --- Release every lock, in reverse order, whatever happens to any of them
 -- (Curator InterProcessMultiLock: all are released, then the first failure
 -- is reported).  A member no longer held by the caller (released on its
--- own, say by an on_revoke callback) counts as lost.
--- @return true; or nil, msg, code of the first failure: "lock_lost" for a
--- member lost or released elsewhere (the message names it), else the
--- member's own code
+-- own, say by an `on_revoke` callback) counts as lost.
+-- @return true; or nil, message, code of the first failure: `"lock_lost"`
+--  for a member lost or released elsewhere (the message names it), else
+--  the member's own code
 function MultiLock:release()
   local m = multi_fields(self, "release")
   local co = me()
@@ -149,6 +162,7 @@ end
 
 --- True while the calling coroutine holds the multilock and every
 -- member is still held.
+-- @treturn boolean
 function MultiLock:is_held()
   local m = multi_fields(self, "is_held")
   if not m.owners[me()] then return false end
@@ -158,7 +172,8 @@ function MultiLock:is_held()
   return true
 end
 
---- Tokens of every lock, in the canonical order (nil when not held).
+--- The tokens of every lock, in the canonical order.
+-- @treturn ?{number,...} the tokens, or nil when not held
 function MultiLock:token()
   local m = multi_fields(self, "token")
   if not self:is_held() then return nil end
@@ -167,7 +182,9 @@ function MultiLock:token()
   return t
 end
 
---- Participants of every lock: { [path] = {...} }.
+--- The participants of every lock, by path: `{ [path] = { node, ... } }`.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the table, or nil, message, code
 function MultiLock:participants(timeout)
   local m = multi_fields(self, "participants")
   local out = {}

@@ -14,14 +14,19 @@
 -- connect is this one's); requiring it too is harmless.
 -- Loading this module makes every zklock wait in this worker yield: an
 -- acquire in a request handler suspends that request only, and the worker
--- goes on serving others.  Each request (each Lua thread, in fact) is its
--- own lock owner, so two requests exclude each other like two processes.
---
--- How a waiting request is woken: the C core writes a byte to a unix
--- socket whenever something changed and queues the ids of the objects that
--- changed; one timer per client reads that socket with a cosocket and
--- wakes exactly the requests whose lock or operation moved (an
--- ngx.semaphore each).  No polling.
+-- goes on serving others.  Each request is its own lock owner, so two
+-- requests exclude each other like two processes.  A hold whose request
+-- ended without releasing it (it returned, raised, or was ended by
+-- `ngx.exit`) is released by the worker's timer, and a waiting request
+-- that nginx finalized leaves the queue.  docs/openresty.md tells the
+-- rest.
+-- @module zklock.ngx
+
+-- (For maintainers.)  How a waiting request is woken: the C core writes a
+-- byte to a unix socket whenever something changed and queues the ids of
+-- the objects that changed; one timer per client reads that socket with a
+-- cosocket and wakes exactly the requests whose lock or operation moved
+-- (an ngx.semaphore each).  No polling.
 --
 -- Owners: nginx reuses a finished request's Lua thread for later
 -- requests, so the owner of a hold is a token per request and thread (kept
@@ -33,7 +38,6 @@
 -- serving another request) is released; a waiting request that nginx
 -- finalized (client abort with lua_check_client_abort, ngx.exit from
 -- another light thread) has its queued node deleted.
--- @module zklock.ngx
 local R = require "zklock.runtime"
 R.register("ngx_loading", true) -- (zklock, loaded next, must not load us back)
 local zklock = require "zklock"
@@ -372,6 +376,13 @@ end
 -- metrics across workers: zklock.ngxmetrics
 local ngx_metrics = require "zklock.ngxmetrics"
 local start_publisher = ngx_metrics.start_publisher
+
+--- The zklock figures in the Prometheus text exposition format, for a
+-- `/metrics` location: every worker's added up when nginx declares
+-- `lua_shared_dict zklock_metrics 1m` (each worker publishes its figures
+-- there every second), else this worker's (docs/openresty.md, "Metrics").
+-- @function metrics
+-- @treturn string the exposition text
 M.metrics = ngx_metrics.metrics
 
 -- connect's options: zklock.connect's and sweep_interval
@@ -380,11 +391,11 @@ local CONNECT_OPTIONS = R.options({ "sweep_interval" }, R.CONNECT_OPTIONS)
 --- Open this worker's session, without waiting for it (the first wait
 -- does), and start its timer.  Call it in `init_worker_by_lua*`: a session
 -- opened in the master (`init_by_lua*`) is not usable in the workers.
--- @param hosts connect string, as `zklock.connect`
--- @param opts as `zklock.connect` (its `connect_timeout` is not used), and
---  `sweep_interval` (s, 0.1): how often ended requests' holds are looked
---  for
--- @return client, or nil, message, code
+-- @string hosts the connect string, as for `zklock.connect`
+-- @tparam[opt] table opts as for `zklock.connect` (its `connect_timeout`
+--  is not used), and `sweep_interval` (seconds, default 0.1): how often
+--  ended requests' holds are looked for
+-- @return a client, or nil, message, code
 function M.connect(hosts, opts)
   if ngx.get_phase() == "init" then
     error("zklock.ngx.connect: call it in init_worker_by_lua*, not " ..
@@ -452,7 +463,10 @@ zklock.connect = M.connect -- (whichever module was required first)
 -- `holds` (holds watched for their request's end), `wakeups` (waits ended
 -- by a wake-up) and `wake_p50`, `wake_p99`, `wake_max` (seconds from the
 -- change in the C core to the waiting request running again, over the
--- last 10000 wake-ups).  `reset` = true starts the samples afresh.
+-- last 10000 wake-ups).
+-- @param client a client of `zklock.ngx.connect`
+-- @tparam[opt] boolean reset start the samples afresh
+-- @return the table, or nil for a client not of this worker
 function M.stats(client, reset)
   local w = workers[client]
   if not w then return nil end

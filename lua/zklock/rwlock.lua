@@ -1,8 +1,10 @@
---- The read/write lock (Curator InterProcessReadWriteLock): two kinds of
+-- The read/write lock (Curator InterProcessReadWriteLock): two kinds of
 -- `zklock.lock` on one path, and the downgrade that keeps a write node
 -- while its holder reads (docs/design.md, section 5).  Loading this module
--- adds `rwlock` to the client methods.
--- @module zklock.rwlock
+-- adds `rwlock` to the client methods.  (The doc comments below are on
+-- zklock's page of the reference: config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -17,9 +19,26 @@ local argerror, check_timeout = R.argerror, R.check_timeout
 local RwLock = { __name = "zklock.rwlock" }
 RwLock.__index = RwLock
 
---- Readers and writers of the read/write lock, in queue order (full node
--- paths); with `detail`, as records `{ node =, id =, token =, session = }`
--- (see `lock:holders`).  @return array, or nil, message, code
+--- A read/write lock, as `zk:rwlock(path)` returns it: two locks on one
+-- path, each with every method of a lock.  Readers share; a writer
+-- excludes everyone.  The write holder may take the read lock too (a
+-- downgrade); a read holder asking for the write lock raises.
+-- @type RwLock
+
+--- The read lock (see Lock): readers share it.
+-- @field read
+
+--- The write lock (see Lock): its holder excludes everyone.
+-- @field write
+
+--- The lock's path.
+-- @field path
+
+--- The readers and writers, in queue order (full node paths); with
+-- `detail`, as the records of `lock:holders()`.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @tparam[opt] boolean detail records instead of paths
+-- @return a list, or nil, message, code
 function RwLock:participants(timeout, detail)
   if getmetatable(self) ~= RwLock then
     argerror(1, "participants", "zklock rwlock expected, got " .. type(self))
@@ -49,11 +68,17 @@ local function keep_for_reader(f, own, reader, node)
   return false
 end
 
---- A read/write lock (Curator InterProcessReadWriteLock): `rw.read` and
--- `rw.write` are reentrant locks on one path, nodes `_c_<uuid>-__READ__<seq>`
--- and `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
--- and holds back readers that come after it; the write holder may also take
--- the read lock; a read holder asking for the write lock is refused.
+--- @type Client
+
+--- A read/write lock on the nodes of Curator's
+-- `InterProcessReadWriteLock`: `rw.read` and `rw.write` are reentrant
+-- locks on one path, nodes `_c_<uuid>-__READ__<seq>` and
+-- `_c_<uuid>-__WRIT__<seq>`.  Readers share; a writer excludes everyone
+-- and holds back readers that come after it.
+-- @string path the lock's directory
+-- @tparam[opt] table opts `max_hold` (seconds: the default of every
+--  acquire), `linger` (seconds, the write lock's)
+-- @return `{ read = lock, write = lock }` (see RwLock)
 function client_methods:rwlock(path, opts)
   local r = L.new_lock(self, path, "rwlock",
     { kind = "read", markers = "rw", name = "zklock.rwlock.read" }, opts)

@@ -1,7 +1,9 @@
---- The counting semaphore: up to max_leases holders; acquire hands out
+-- The counting semaphore: up to max_leases holders; acquire hands out
 -- lease objects.  Built on the lock module's queue (`take`, `give_back`).
--- Loading this module adds `semaphore` to the client methods.
--- @module zklock.semaphore
+-- Loading this module adds `semaphore` to the client methods.  (The doc
+-- comments below are on zklock's page of the reference: config.ld.)
+
+--- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
@@ -22,12 +24,19 @@ Semaphore.__index = Semaphore
 local Lease = { __name = "zklock.lease" }
 Lease.__index = Lease
 
---- A counting semaphore (Curator InterProcessSemaphoreV2, on its nodes): at
--- most `max_leases` holders at once.  Acquirers queue on the internal lock
--- `<path>/locks`; the one that holds it creates its lease
--- `<path>/leases/_c_<uuid>-lease-<seq>` and waits, alone (herd-free), on
--- a children watch of `<path>/leases` until at most `max_leases` leases
--- exist, whatever order they were released in.
+--- @type Client
+
+--- A counting semaphore, on the nodes and protocol of Curator's
+-- `InterProcessSemaphoreV2`: at most `max_leases` holders at once.
+-- Acquirers queue on the internal lock `<path>/locks`; the one that holds
+-- it creates its lease `<path>/leases/_c_<uuid>-lease-<seq>` and waits,
+-- alone (herd-free), until at most `max_leases` leases exist.  Use one
+-- `max_leases` per path: the count is not stored on the server.
+-- @string path the semaphore's directory
+-- @int max_leases how many may hold at once (1 to 2^31 - 1)
+-- @tparam[opt] table opts `max_hold` (seconds: the default of every
+--  acquire)
+-- @return a semaphore (see Semaphore)
 function client_methods:semaphore(path, max_leases, opts)
   if not core.is_client(self) then
     argerror(1, "semaphore", "zklock client expected")
@@ -46,9 +55,15 @@ local function sem_fields(self, fname)
   return checked(self, Semaphore, fname, "semaphore")
 end
 
+--- A counting semaphore, as `zk:semaphore(path, max_leases)` returns it;
+-- its acquire hands out leases.
+-- @type Semaphore
+
 --- Take a lease, waiting at most `timeout` seconds.
--- @return a lease (release(), is_held(), token(), node(); freed by __gc and
--- __close), or nil, message, code
+-- @tparam[opt] number timeout seconds (nil: for ever)
+-- @tparam[opt] table opts `max_hold` (seconds): the lease ends by itself
+--  then, as a lost one
+-- @return a lease (see Lease), or nil, message, code
 function Semaphore:acquire(timeout, opts)
   local s = sem_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
@@ -78,7 +93,13 @@ local function lease_fields(self, fname)
   return checked(self, Lease, fname, "lease")
 end
 
---- Give the lease back.  @return true, or nil, msg, code
+--- A lease of a semaphore, as `sem:acquire()` returns it.  Its node is
+-- deleted when the lease is collected; `__close` releases it.
+-- @type Lease
+
+--- Give the lease back.  Releasing a lease twice raises.
+-- @return true, or nil, message, code (`"lock_lost"`: it had ended
+--  meanwhile)
 function Lease:release()
   local l = lease_fields(self, "release")
   if l.released then
@@ -89,13 +110,14 @@ function Lease:release()
 end
 
 --- True while the lease is held (not released, and the session lives).
+-- @treturn boolean
 function Lease:is_held()
   local l = lease_fields(self, "is_held")
   return not l.released and l.att:held()
 end
 
---- Fencing token of the lease: its node's czxid.
--- @return number, or nil when not held
+--- The fencing token of the lease: its node's czxid.
+-- @treturn ?number the token, or nil when not held
 function Lease:token()
   local l = lease_fields(self, "token")
   if l.released or not l.att:held() then return nil end
@@ -103,6 +125,7 @@ function Lease:token()
 end
 
 --- The lease's node path, or nil once released.
+-- @treturn ?string the path
 function Lease:node()
   local l = lease_fields(self, "node")
   local name = not l.released and l.att:info()
@@ -130,7 +153,13 @@ local function newest(s)
   end
 end
 
---- Release `lease`, or the calling coroutine's newest lease.
+--- @type Semaphore
+
+--- Release `lease`, or the calling coroutine's newest lease (so that
+-- `zklock.with_lock(sem, ...)` works).  With no lease to release, it
+-- raises.
+-- @param[opt] lease a lease of this semaphore
+-- @return true, or nil, message, code
 function Semaphore:release(lease)
   local s = sem_fields(self, "release")
   if lease == nil then
@@ -147,33 +176,40 @@ function Semaphore:release(lease)
 end
 
 --- True while the calling coroutine holds a lease.
+-- @treturn boolean
 function Semaphore:is_held()
   local l = newest(sem_fields(self, "is_held"))
   return l ~= nil and l:is_held()
 end
 
---- Token of the calling coroutine's newest lease.
+--- The token of the calling coroutine's newest lease.
+-- @treturn ?number the token, or nil
 function Semaphore:token()
   local l = newest(sem_fields(self, "token"))
   return l and l:token()
 end
 
---- Lease nodes in sequence order, as full node paths: the holders, and
--- the acquirer waiting for a lease to free, if any (its node is last).
--- @return array, or nil, message, code
+--- The lease nodes in sequence order, as full node paths: the holders,
+-- and last the acquirer waiting for a lease to free, if any; with
+-- `detail`, as the records of `lock:holders()`.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @tparam[opt] boolean detail records instead of paths
+-- @return a list, or nil, message, code
 function Semaphore:participants(timeout, detail)
   return sem_fields(self, "participants").lock:participants(timeout, detail)
 end
 
---- The holders of leases, in order, as records (see `lock:holders`).
--- @return array, or nil, message, code
+--- The holders of leases, in order, as the records of `lock:holders()`.
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return a list, or nil, message, code
 function Semaphore:holders(timeout)
   return sem_fields(self, "holders").lock:holders(timeout)
 end
 
 --- The number of leases free right now: `max_leases` less the leases
 -- that exist (every child of `<path>/leases` counts, as in Curator).
--- @return number, or nil, message, code
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return a number, or nil, message, code
 function Semaphore:available(timeout)
   local s = sem_fields(self, "available")
   timeout = check_timeout(timeout, 1, "available")

@@ -209,7 +209,7 @@ end
 
 --- Makes a throwaway certificate authority and certificates (PEM, EC
 -- P-256) for TLS specs, with `openssl`.
--- @param dir optional directory (default: a new one under
+-- @tparam[opt] string dir a directory (default: a new one under
 -- `$ZKLOCK_TEST_TMP` or `/tmp`)
 -- @return a table: `dir`, `ca` (the CA's certificate), and ready-made
 -- `tls` options for `zklock.connect`: `client` (good), `encrypted` (its
@@ -380,6 +380,10 @@ end, function(u)
   if not st.detach then close(st) end
 end)
 
+--- A ZooKeeper server, as `zklock.testing.server()` returns it (and each
+-- member of a cluster): fields `host`, `port`, `connect_string`, `dir`.
+-- @type Server
+
 --- The JVM's process id, or nil when it is not running.
 function Server:pid()
   local st = core.unbox(self)
@@ -390,8 +394,8 @@ end
 function Server:is_running() return alive(core.unbox(self)) end
 
 --- Sends a four-letter word ("ruok", "srvr", "mntr", ...).
--- @param cmd the word
--- @param timeout seconds (default 2)
+-- @string cmd the word
+-- @tparam[opt] number timeout seconds (default 2)
 -- @return the answer text, or nil, message, code
 function Server:four_letter(cmd, timeout)
   local st = core.unbox(self)
@@ -399,7 +403,8 @@ function Server:four_letter(cmd, timeout)
 end
 
 --- Stops the server: SIGTERM, and SIGKILL if it has not exited within
--- `timeout` seconds (default 10). Port and data stay for `start`.
+-- `timeout` seconds. Port and data stay for `start`.
+-- @tparam[opt] number timeout seconds (default 10)
 function Server:stop(timeout)
   local st = core.unbox(self)
   signal(st, "TERM")
@@ -412,7 +417,7 @@ end
 --- Starts a stopped server again, same port and data, and waits until it
 -- serves (a cluster member: until it has joined a quorum). Raises with
 -- the tail of the log when it does not.
--- @param timeout seconds (default 30)
+-- @tparam[opt] number timeout seconds (default 30)
 function Server:start(timeout)
   local st = core.unbox(self)
   if not live[st] then error("zklock.testing: server is closed", 2) end
@@ -427,12 +432,12 @@ function Server:start(timeout)
 end
 
 --- `stop`, then `start`.
+-- @tparam[opt] number timeout `start`'s
 function Server:restart(timeout)
   self:stop()
   return self:start(timeout)
 end
 
---- Freezes the JVM (SIGSTOP): connections stay open, nothing answers.
 -- Every thread of the JVM has stopped ('T'): kill -STOP returns before the
 -- group stop has reached them all.
 local function all_stopped(st)
@@ -447,6 +452,7 @@ local function all_stopped(st)
   return n > 0
 end
 
+--- Freezes the JVM (SIGSTOP): connections stay open, nothing answers.
 function Server:pause()
   local st = core.unbox(self)
   signal(st, "STOP")
@@ -477,6 +483,8 @@ function Server:close()
   return true
 end
 
+--- @section end
+
 -- The options of `cluster`, and of `server`: those and `port`, `dir`,
 -- `detach`.
 local CLUSTER_OPTIONS = R.options({ "tick_time", "min_session_timeout",
@@ -496,7 +504,7 @@ end
 --- Starts a standalone ZooKeeper on a free loopback port and waits until
 -- it serves. Raises, with the tail of its log and leaving nothing behind,
 -- when it does not.
--- @param opts optional table: `port` (default a free one), `tick_time`
+-- @tparam[opt] table opts `port` (default a free one), `tick_time`
 -- (ms, 500), `min_session_timeout` (ms, 1000), `max_session_timeout`
 -- (ms, 60000), `config` (more zoo.cfg keys), `timeout` (s, 30), `dir`
 -- (the server's directory, made if missing and never removed; default a
@@ -550,9 +558,13 @@ local function survey(members)
   return #leaders == 1 and leaders[1] or nil, serving, running
 end
 
+--- An ensemble, as `zklock.testing.cluster()` returns it: fields
+-- `members` (servers, each with an `id`) and `connect_string`.
+-- @type Cluster
+
 --- Waits until the ensemble has settled: one leader, a majority serving,
 -- and every running, unpaused member serving.
--- @param timeout seconds (default 30)
+-- @tparam[opt] number timeout seconds (default 30)
 -- @return true, or nil and a message
 function Cluster:wait_quorum(timeout)
   local members = core.unbox(self).members
@@ -568,7 +580,7 @@ end
 
 --- The member whose `srvr` says `Mode: leader`, waiting while an
 -- election runs.
--- @param timeout seconds (default 30)
+-- @tparam[opt] number timeout seconds (default 30)
 -- @return member, or nil and a message
 function Cluster:leader(timeout)
   local members = core.unbox(self).members
@@ -585,11 +597,13 @@ function Cluster:close()
   return true
 end
 
+--- @section end
+
 --- Starts an ensemble of `n` servers on loopback and waits until every
 -- member serves as leader or follower. Raises, with the tail of the
 -- failing member's log and leaving nothing behind, when they do not.
--- @param n number of members (default 3)
--- @param opts optional table: those of `server`, but `port`, `dir` and
+-- @tparam[opt] int n the number of members (default 3)
+-- @tparam[opt] table opts those of `server`, but `port`, `dir` and
 -- `detach` (members have directories of their own, never detached)
 -- @return cluster: fields `members` (servers, each with an `id`) and
 -- `connect_string`; methods `leader`, `wait_quorum`, `close`

@@ -113,7 +113,9 @@ const char *zkl_hosts_problem(const char *h, size_t len, char *buf,
   const char *slash, *e, *end;
   size_t hl;
   if (!h || !buf || size == 0) return "no connect string";
-  if (len == 0) return "connect string is empty";
+  if (len == 0)
+    return "empty connect string; expected \"host:port[,host:port...]"
+           "[/chroot]\"";
   if (memchr(h, '\0', len)) return "connect string contains a NUL byte";
   slash = memchr(h, '/', len);
   hl = slash ? (size_t)(slash - h) : len;
