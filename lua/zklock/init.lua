@@ -118,8 +118,7 @@ end
 function R.finish_connect(c, hosts, ct)
   local state = await(c, R.session_leaving(c, "connecting"), now() + ct)
   if state == "connected" then return c end
-  local msg
-  msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
+  local msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
   -- what the diagnosis found (every server refused; a plaintext client,
   -- servers that speak TLS): said at the timeout (secure.c)
   local hint, hcode = c:_hint()
