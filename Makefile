@@ -42,6 +42,7 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
        nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client \
+       lua-cqueues lua-luv lua-copas \
        luarocks
 # and for the maintainers' targets: `make lint` luacheck; `make docs`
 # LDoc, and an interpreter for it (its #! line runs Lua 5.2 or 5.1, but the

@@ -31,14 +31,15 @@ local M = {}
 
 local now = core.now
 local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
-local setmetatable, error = setmetatable, error
+local setmetatable, getmetatable, error = setmetatable, getmetatable, error
 local WEAK_KEYS = { __mode = "k" }
 local WEAK_VALUES = { __mode = "v" }
 local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
 
 -- client -> w: { client, driver, stop (the watch's), byid (id -> entry,
 -- weak values), entry_of (obj -> entry, weak keys), any (waits without
--- an object), next_id, deadline (the earliest armed, or nil) }
+-- an object), waiting (rec -> its entry, every suspended wait), next_id,
+-- deadline (the earliest armed, or nil) }
 -- An entry is { id, ref = { obj } (weak), recs = { [rec] = true } }; a
 -- rec is one suspended wait: { tok, deadline, done }.
 local clients = setmetatable({}, WEAK_KEYS)
@@ -88,15 +89,18 @@ local function wait(client, gen, timeout, obj)
     arm(w, rec.deadline)
   end
   e.recs[rec] = true
+  w.waiting[rec] = e
   w.driver.suspend(tok)
   e.recs[rec] = nil
+  w.waiting[rec] = nil
   rec.done = true
 end
 
--- The recs of e, taken out of it, onto list `out`.
-local function take_recs(e, out)
+-- The recs of e, taken out of it (and of w.waiting), onto list `out`.
+local function take_recs(w, e, out)
   for rec in pairs(e.recs) do
     e.recs[rec] = nil
+    w.waiting[rec] = nil
     out[#out + 1] = rec
   end
 end
@@ -104,21 +108,51 @@ end
 -- Waits whose deadline has passed, taken out; the next deadline armed.
 local function expire(w, out)
   local t, earliest = now(), nil
-  local function look(e)
-    for rec in pairs(e.recs) do
-      local d = rec.deadline
-      if d and d <= t then
-        e.recs[rec] = nil
-        out[#out + 1] = rec
-      elseif d and (not earliest or d < earliest) then
-        earliest = d
-      end
+  for rec, e in pairs(w.waiting) do
+    local d = rec.deadline
+    if d and d <= t then
+      e.recs[rec] = nil
+      w.waiting[rec] = nil
+      out[#out + 1] = rec
+    elseif d and (not earliest or d < earliest) then
+      earliest = d
     end
   end
-  for _, e in pairs(w.byid) do look(e) end
-  look(w.any)
   w.deadline = earliest
   w.client:_wake_by(earliest or 0)
+end
+
+-- Stop watching the descriptor of a client that closed (before its
+-- descriptor is closed in turn: a loop must not poll a closed one).
+local function unwatch(w)
+  w.closed = true
+  local stop = w.stop
+  w.stop = nil
+  if stop then stop() end
+end
+
+-- zk:close() and `<close>` stop the loop's watch at once (zk:step() also
+-- notices a close, but the loop may never step again: a program ending).
+local wrapped = false
+local function wrap_close(client)
+  if wrapped then return end
+  wrapped = true
+  local mt = getmetatable(client)
+  local methods = mt.__index
+  local c_close = methods.close
+  local function close(self, ...)
+    c_close(self, ...)
+    local w = clients[self]
+    if w and not w.closed then
+      -- the waiting coroutines learn of it now ("closed"): the watch that
+      -- would have told them stops
+      local ok, err = pcall(M.step, self)
+      unwatch(w)
+      if not ok then error(err, 0) end
+    end
+  end
+  methods.close = close
+  if mt.__close then mt.__close = close end
 end
 
 local function step(w)
@@ -127,14 +161,14 @@ local function step(w)
   local ids, all = client:_ready()
   local woken = {}
   if all then
-    for _, e in pairs(w.byid) do take_recs(e, woken) end
+    for _, e in pairs(w.byid) do take_recs(w, e, woken) end
   else
     for _, id in ipairs(ids) do
       local e = w.byid[id]
-      if e then take_recs(e, woken) end
+      if e then take_recs(w, e, woken) end
     end
   end
-  take_recs(w.any, woken)
+  take_recs(w, w.any, woken)
   if w.deadline and w.deadline <= now() then expire(w, woken) end
   -- callbacks owed (state listeners, revocation, lost holds), then the
   -- coroutines; a failure of either is raised after all have had their go
@@ -147,11 +181,7 @@ local function step(w)
       if not rok and ok then ok, err = false, rerr end
     end
   end
-  if client:state() == "closed" and not w.closed then
-    w.closed = true
-    if w.stop then w.stop() end
-    w.stop = nil
-  end
+  if not w.closed and client:state() == "closed" then unwatch(w) end
   if not ok then error(err, 0) end
   return #woken
 end
@@ -180,11 +210,15 @@ function M.attach(client, driver)
     client = client, driver = driver,
     byid = setmetatable({}, WEAK_VALUES),
     entry_of = setmetatable({}, WEAK_KEYS),
+    -- (strong: a coroutine suspended here may have no other reference,
+    -- luv's and copas's; nor its lock, but from the coroutine's stack)
+    waiting = {},
     next_id = 1,
   }
   w.any = new_entry(w)
   w.byid[w.any.id] = nil -- (taken on every step, kept by w)
   clients[client] = w
+  wrap_close(client)
   if not installed then
     zklock.set_waiter(wait)
     installed = true
@@ -207,6 +241,21 @@ function M.step(client)
     return (R.dispatch(client))
   end
   return step(w)
+end
+
+--- This client's wait machinery, for tests and monitoring: `attached`,
+-- `watching` (the loop watches its descriptor), `entries` (objects with
+-- a wake-up entry), `waiting` (coroutines suspended in a wait), `deadline`
+-- (the earliest armed, monotonic seconds, or nil).
+function M.stats(client)
+  local w = clients[client]
+  if not w then return { attached = false, watching = false, entries = 0,
+    waiting = 0 } end
+  local entries, waiting = 0, 0
+  for _ in pairs(w.byid) do entries = entries + 1 end
+  for _ in pairs(w.waiting) do waiting = waiting + 1 end
+  return { attached = true, watching = w.stop ~= nil, entries = entries,
+    waiting = waiting, deadline = w.deadline }
 end
 
 --- Open a session attached to `driver`, waiting for it as the caller can
