@@ -15,5 +15,11 @@ else
   echo "bench: Curator peer not built (make deps installs it); its lines are left out"
 fi
 ZKLOCK_LUA=lua5.4 lua5.4 bench/run.lua
+# event loops: 1,000 coroutines queued on one lock in one process, through
+# each adapter and (the peer) polling every 10 ms; copas under LuaJIT
+# (Debian's copas is for Lua 5.1/5.2)
+if [ "${BENCH_ONLY:-}" != w5 ]; then
+  ZKLOCK_LUA=lua5.4 lua5.4 bench/loops_run.lua
+fi
 # W4: nginx + wrk (examples/nginx); not in BENCH_ONLY=w5 (make bench-memory)
 [ "${BENCH_ONLY:-}" = w5 ] || ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua

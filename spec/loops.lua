@@ -8,9 +8,9 @@
 --                         (copas 1.x has no timers: a busy wait)
 --   L.every(s, fn)        a timer of the loop: fn() every s seconds
 --   L.run_until(cond, t)  run the loop until cond() (false after t s)
---   L.finish()            after zk:close(): let the loop finish what it
---                         closed (luv crashes at exit with a handle
---                         half-closed: its own rule, run the loop)
+--   L.finish()            after zk:close(): stop the timers, and let the
+--                         loop finish what it closed (luv crashes at exit
+--                         with a handle half-closed: run the loop)
 -- Which loops this runtime has: loops.available().
 local core = require "zklock.core"
 
@@ -101,13 +101,13 @@ function make.luv()
       uv.run("once")
     end
     guard:close()
-    if cond() or not ok then
-      for _, tm in ipairs(timers) do if not tm:is_closing() then tm:close() end end
-      timers = {}
-    end
     return ok
   end
   function L.finish()
+    for _, tm in ipairs(timers) do
+      if not tm:is_closing() then tm:close() end
+    end
+    timers = {}
     uv.run("nowait")
   end
   return L
@@ -137,10 +137,9 @@ function make.copas()
         end
       end
     end
-    ticking = {}
     return true
   end
-  function L.finish() end
+  function L.finish() ticking = {} end
   return L
 end
 

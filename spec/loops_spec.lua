@@ -108,6 +108,48 @@ for _, name in ipairs(loops.available()) do
       holder.client:close()
     end)
 
+    if name == "luv" and _VERSION == "Lua 5.4" then
+      it("coroutine.close() of a waiting coroutine (Lua 5.4) takes its " ..
+         "node out of the queue at once; the loop skips it after", function()
+        local path = H.path(name .. "-abandon")
+        local L = loops.new(name)
+        local zk = assert(L.connect(srv.connect_string))
+        local holder = hold_elsewhere(srv, path)
+        local co = coroutine.create(function()
+          local m = zk:mutex(path)
+          m:acquire(20)
+          error("not reached: the coroutine was closed")
+        end)
+        assert(coroutine.resume(co))
+        assert.is_true(L.run_until(function()
+          return queued(holder.client, path) == 2
+        end, 20))
+        assert.equal(1, require("zklock.loop").stats(zk).waiting)
+        -- "at once": without a collection, nor the lock's coming
+        collectgarbage("stop")
+        assert(coroutine.close(co))
+        local gone = L.run_until(function()
+          return queued(holder.client, path) == 1
+        end, 5)
+        collectgarbage("restart")
+        assert.is_true(gone, "the closed wait's node stayed")
+        -- the hold moves on; the closed wait's record is dropped unrun
+        holder.give()
+        local m2 = zk:mutex(path)
+        local got
+        L.spawn(function()
+          local held = m2:acquire(20)
+          m2:release()
+          got = held
+        end)
+        assert.is_true(L.run_until(function() return got ~= nil end, 20))
+        assert.equal(0, require("zklock.loop").stats(zk).waiting)
+        zk:close()
+        L.finish()
+        holder.client:close()
+      end)
+    end
+
     it("zk:close() ends the waits (closed) and the loop's watch", function()
       local path = H.path(name .. "-close")
       local L = loops.new(name)

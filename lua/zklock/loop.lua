@@ -30,6 +30,7 @@ R.internal_file() -- (bad arguments point past this file, at the caller)
 local M = {}
 
 local now = core.now
+local guarded = R.guarded
 local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
 local setmetatable, getmetatable, error = setmetatable, getmetatable, error
 local WEAK_KEYS = { __mode = "k" }
@@ -62,6 +63,13 @@ local function arm(w, d)
   end
 end
 
+-- A wait's record, out of its entry and the loop's list.
+local function forget(w, e, rec)
+  e.recs[rec] = nil
+  w.waiting[rec] = nil
+  rec.done = true
+end
+
 -- The waiter zklock calls (zklock.set_waiter) while this module is loaded.
 local function wait(client, gen, timeout, obj)
   local w = clients[client]
@@ -90,10 +98,10 @@ local function wait(client, gen, timeout, obj)
   end
   e.recs[rec] = true
   w.waiting[rec] = e
-  w.driver.suspend(tok)
-  e.recs[rec] = nil
-  w.waiting[rec] = nil
-  rec.done = true
+  -- (a coroutine closed while suspended, or an error out of the driver:
+  -- its record goes too)
+  guarded(function() forget(w, e, rec) end, w.driver.suspend, tok)
+  forget(w, e, rec)
 end
 
 -- The recs of e, taken out of it (and of w.waiting), onto list `out`.
