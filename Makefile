@@ -123,7 +123,9 @@ build/asan-luajit/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 # (absolute, so they serve from any directory).  Quoted for the shell.
 QROOT   = $(subst ','\'',$(CURDIR))
 TREE_LPATH = $(QROOT)/lua/?.lua;$(QROOT)/lua/?/init.lua
-LUA    ?= lua5.4
+# (not ?=: an exported LUA, a path in some CI set-ups, must not name the
+# build; `make -s env LUA=luajit` still does)
+LUA = lua5.4
 
 # eval "$$(make -s env)": LUA_PATH and LUA_CPATH for running scripts
 # against this tree (README, "Quick start"); make -s env LUA=luajit for

@@ -4,6 +4,7 @@
 -- 5.1/5.2: LuaJIT only) gets the same specs; the exclusion checker runs
 -- one process per loop.
 local H = require "spec.helpers"
+local zklock = require "zklock"
 local loops = require "spec.loops"
 
 local N = 4 -- coroutines waiting on one lock
@@ -108,6 +109,24 @@ for _, name in ipairs(loops.available()) do
       holder.client:close()
     end)
 
+    if name == "cqueues" then
+      it("cq:loop() returns once the client is closed (its watch ends)",
+         function()
+        local cqueues = require "cqueues"
+        local cq = cqueues.new()
+        local zk = assert(require("zklock.cqueues").connect(cq,
+          srv.connect_string))
+        local m = zk:mutex(H.path("cq-loop"))
+        cq:wrap(function()
+          assert(m:acquire(5))
+          assert(m:release())
+          zk:close()
+        end)
+        assert(cq:loop(20))
+        assert.is_true(cq:empty(), "a task of zklock's still runs")
+      end)
+    end
+
     if name == "luv" and _VERSION == "Lua 5.4" then
       it("coroutine.close() of a waiting coroutine (Lua 5.4) takes its " ..
          "node out of the queue at once; the loop skips it after", function()
@@ -149,6 +168,42 @@ for _, name in ipairs(loops.available()) do
         holder.client:close()
       end)
     end
+
+    it("a callback that waits (on_revoke releasing) runs in a task of " ..
+       "its own: the loop's other waits go on", function()
+      local path = H.path(name .. "-revoke")
+      local L = loops.new(name)
+      local zk = assert(L.connect(srv.connect_string))
+      local other = H.connect(srv)
+      local revoked, got = false, false
+      L.spawn(function()
+        local m = zk:mutex(path)
+        m:on_revoke(function(lock)
+          assert(lock:release()) -- (a wait: the delete's answer)
+          revoked = true
+        end)
+        assert(m:acquire(10))
+        -- a second coroutine queued behind the revocable hold
+        L.spawn(function()
+          local m2 = zk:mutex(path)
+          assert(m2:acquire(10))
+          got = true
+          assert(m2:release())
+        end)
+      end)
+      local asked = false
+      L.every(0.01, function()
+        if not asked and queued(other, path) == 2 then
+          asked = true
+          assert.equal(1, zklock.revoke(other, path))
+        end
+      end)
+      assert.is_true(L.run_until(function() return revoked and got end, 20),
+        "revoked " .. tostring(revoked) .. ", got " .. tostring(got))
+      zk:close()
+      L.finish()
+      other:close()
+    end)
 
     it("zk:close() ends the waits (closed) and the loop's watch", function()
       local path = H.path(name .. "-close")
@@ -220,6 +275,7 @@ describe("zk:fd() and zk:step() in a loop of one's own", function()
       suspend = function() coroutine.yield() end,
       resume = function(co) assert(coroutine.resume(co)) end,
       watch = function() return function() end end,
+      spawn = function(fn) assert(coroutine.resume(coroutine.create(fn))) end,
     }
     assert.equal(zk, loop.attach(zk, driver))
     assert.has_error(function() loop.attach(zk, driver) end,

@@ -67,6 +67,8 @@ else
   end
 end
 
+function driver.spawn(fn) copas.addthread(fn) end
+
 -- The wake-up thread waits on zk:fd() through copas.receive, as on a
 -- socket: LuaSocket's select takes anything with getfd(); its receive
 -- runs one step and says "timeout" (nothing more to read: wait again).

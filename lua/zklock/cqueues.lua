@@ -33,15 +33,23 @@ local function driver(cq)
   function d.resume(cond) cond:signal() end
   function d.watch(fd, fn)
     local pollable = { pollfd = fd, events = "r" }
+    local stop = condition.new()
     local stopped = false
     cq:wrap(function()
-      while not stopped do
-        cqueues.poll(pollable)
-        fn()
+      while true do
+        cqueues.poll(pollable, stop)
+        if stopped then return end
+        -- (an error must not end the watch: every later wait would hang)
+        local ok, err = pcall(fn)
+        if not ok then R.log("error", "zklock.cqueues: " .. tostring(err)) end
       end
     end)
-    return function() stopped = true end
+    return function()
+      stopped = true
+      stop:signal()
+    end
   end
+  function d.spawn(fn) cq:wrap(fn) end
   return d
 end
 

@@ -21,6 +21,7 @@
 --   resume(tok)    make it run again (from zk:step(); may run it now)
 --   watch(fd, fn)  call fn() whenever fd is readable; returns a function
 --                  that stops watching
+--   spawn(fn)      run fn() in a new coroutine of the loop (callbacks)
 -- @module zklock.loop
 local R = require "zklock.runtime"
 local zklock = require "zklock"
@@ -45,6 +46,9 @@ local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
 -- rec is one suspended wait: { tok, deadline, done }.
 local clients = setmetatable({}, WEAK_KEYS)
 local installed = false -- our waiter (installed by the first attach)
+-- the waiter before ours: for every client not attached, and the calls
+-- outside a loop's coroutines (the default one blocks the thread)
+local prev_waiter
 
 local function new_entry(w)
   local id = w.next_id
@@ -74,7 +78,7 @@ end
 local function wait(client, gen, timeout, obj)
   local w = clients[client]
   local tok = w and not w.closed and w.driver.current()
-  if not tok then return client:_wait(gen, timeout) end -- (blocks)
+  if not tok then return prev_waiter(client, gen, timeout, obj) end
   local e
   if type(obj) == "userdata" then
     e = w.entry_of[obj]
@@ -130,10 +134,13 @@ local function expire(w, out)
   w.client:_wake_by(earliest or 0)
 end
 
+local step -- (below)
+
 -- Stop watching the descriptor of a client that closed (before its
 -- descriptor is closed in turn: a loop must not poll a closed one).
 local function unwatch(w)
   w.closed = true
+  clients[w.client] = nil -- (LuaJIT's weak keys keep a value's key alive)
   local stop = w.stop
   w.stop = nil
   if stop then stop() end
@@ -152,9 +159,10 @@ local function wrap_close(client)
     c_close(self, ...)
     local w = clients[self]
     if w and not w.closed then
-      -- the waiting coroutines learn of it now ("closed"): the watch that
-      -- would have told them stops
-      local ok, err = pcall(M.step, self)
+      -- the waiting coroutines learn of it now ("closed"), and the watch
+      -- stops.  The close's byte is left unread: a watch parked on the
+      -- descriptor (cqueues's, copas's) wakes on it and ends.
+      local ok, err = pcall(step, w, true)
       unwatch(w)
       if not ok then error(err, 0) end
     end
@@ -163,9 +171,9 @@ local function wrap_close(client)
   if mt.__close then mt.__close = close end
 end
 
-local function step(w)
+step = function(w, keep_bytes)
   local client = w.client
-  client:_drain()
+  if not keep_bytes then client:_drain() end
   local ids, all = client:_ready()
   local woken = {}
   if all then
@@ -178,9 +186,11 @@ local function step(w)
   end
   take_recs(w, w.any, woken)
   if w.deadline and w.deadline <= now() then expire(w, woken) end
-  -- callbacks owed (state listeners, revocation, lost holds), then the
-  -- coroutines; a failure of either is raised after all have had their go
-  local ok, err = pcall(R.dispatch, client)
+  -- the coroutines, then the callbacks owed (state listeners, revocation,
+  -- lost holds) in a task of the loop's own: a callback may wait, which
+  -- would suspend this step (the loop's watch) for good.  A failure is
+  -- raised after all have had their turn.
+  local ok, err = true, nil
   local resume = w.driver.resume
   for _, rec in ipairs(woken) do
     if not rec.done then
@@ -188,6 +198,14 @@ local function step(w)
       local rok, rerr = pcall(resume, rec.tok)
       if not rok and ok then ok, err = false, rerr end
     end
+  end
+  R.drain_log()
+  local evs = client:_events()
+  if evs then
+    local sok, serr = pcall(w.driver.spawn, function()
+      R.dispatch(client, evs)
+    end)
+    if not sok and ok then ok, err = false, serr end
   end
   if not w.closed and client:state() == "closed" then unwatch(w) end
   if not ok then error(err, 0) end
@@ -204,7 +222,7 @@ function M.attach(client, driver)
   if type(driver) ~= "table" then
     R.argerror(2, "attach", "driver table expected, got " .. type(driver))
   end
-  for _, k in ipairs { "current", "suspend", "resume", "watch" } do
+  for _, k in ipairs { "current", "suspend", "resume", "watch", "spawn" } do
     if type(driver[k]) ~= "function" then
       R.argerror(2, "attach", "driver." .. k .. " must be a function")
     end
@@ -228,6 +246,7 @@ function M.attach(client, driver)
   clients[client] = w
   wrap_close(client)
   if not installed then
+    prev_waiter = R.current_waiter()
     zklock.set_waiter(wait)
     installed = true
   end
@@ -244,9 +263,10 @@ function M.step(client)
   local w = clients[client]
   if not w then
     R.check_client(client, "step")
-    client:_drain()
-    client:_ready()
-    return (R.dispatch(client))
+    -- (the ready list is zk:fd()'s alone: zklock.ngx reads its own)
+    if client:_drain() then client:_ready() end
+    R.dispatch(client)
+    return 0
   end
   return step(w)
 end

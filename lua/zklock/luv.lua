@@ -38,6 +38,10 @@ function driver.resume(co)
   local ok, err = resume(co)
   if not ok then error(debug.traceback(co, tostring(err)), 0) end
 end
+function driver.spawn(fn)
+  local co = coroutine.create(fn)
+  driver.resume(co)
+end
 function driver.watch(fd, fn)
   local poll = assert(uv.new_poll(fd))
   poll:start("r", function() fn() end)

@@ -237,6 +237,11 @@ function R.set_waiter(fn)
   waiter = fn or block
 end
 
+-- The waiter installed now (zklock.loop chains to it).
+function R.current_waiter()
+  return waiter
+end
+
 -- Sleep as the current waiter does: (client, gen, timeout, obj).
 function R.wait(...)
   return waiter(...)

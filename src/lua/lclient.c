@@ -369,27 +369,28 @@ static int lclient_fd(lua_State *L) {
   return 1;
 }
 
-/* client:_drain() -> bytes: empties zk:fd()'s socket (0 without one) */
+/* client:_drain() -> bytes: empties zk:fd()'s socket; nil without one.
+ * A forked child reads nothing: the socket is its parent's too, and a
+ * byte taken here would never wake the parent. */
 static int lclient_drain(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
   char buf[256];
   ssize_t n;
   lua_Integer total = 0;
-  if (b->rfd >= 0)
+  if (b->rfd < 0) { lua_pushnil(L); return 1; }
+  if (!(b->c && zkl_client_forked(b->c)))
     while ((n = recv(b->rfd, buf, sizeof buf, MSG_DONTWAIT)) > 0) total += n;
   lua_pushinteger(L, total);
   return 1;
 }
 
 /* client:_wake_by(t): a byte on the wake-up socket at monotonic time t
- * (replacing the time set before; 0: none).  A closed client: nothing. */
+ * (replacing the time set before; 0: none).  A closed client, or one
+ * inherited by a forked child (no timer thread there): nothing. */
 static int lclient_wake_by(lua_State *L) {
   zkl_client_box *b = lclient_box(L, 1);
   double at = luaL_checknumber(L, 2);
-  if (b->c) {
-    zkl_checkfork(L, b->c, NULL);
-    zkl_client_wake_by(b->c, at);
-  }
+  if (b->c && !zkl_client_forked(b->c)) zkl_client_wake_by(b->c, at);
   return 0;
 }
 
