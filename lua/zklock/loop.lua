@@ -288,7 +288,11 @@ end
 
 --- Open a session attached to `driver`, waiting for it as the caller can
 -- (suspended in a coroutine of the loop, else blocking).
--- @param fname the calling function's name, for argument errors
+-- @param driver the loop's driver (see the module's description)
+-- @param hosts as `zklock.connect`
+-- @param opts as `zklock.connect`
+-- @param[opt] fname the calling function's name, for argument errors
+-- @return client, or nil, message, code
 function M.connect(driver, hosts, opts, fname)
   local client, ct, code = R.open(hosts, opts, fname or "connect")
   if not client then return nil, ct, code end
