@@ -138,18 +138,6 @@ local function check_open(self, fname)
   if closed(self) then argerror(1, fname, "client is closed") end
 end
 
--- ---------------------------------------------------------------------------
--- event loops (zklock.loop; docs/api.md, "Waiting in an event loop")
-
---- Wake the coroutines whose wait on this client ended and run the
--- callbacks it owes: what `zk:fd()` becoming readable asks for (`zk:fd()`
--- returns a descriptor the core makes readable when anything changed for
--- this client, or a waiting coroutine's deadline passed).  The adapters
--- zklock.cqueues, zklock.luv and zklock.copas call it for you.
--- @return how many waits it ended
-function client_methods:step()
-  return require("zklock.loop").step(self)
-end
 
 -- ---------------------------------------------------------------------------
 -- plain data: what a lock usually guards (a counter, a config)
@@ -178,6 +166,14 @@ end
 --- Close the session: every ephemeral node of it (its holds, its queued
 -- attempts) goes at once.  Idempotent; also what `__gc` and `__close` do.
 -- @function close
+
+--- A descriptor for an event loop to watch: the core makes it readable
+-- when anything changed for this client, or a waiting coroutine's
+-- deadline passed; then call `zk:step()`.  The same one on every call;
+-- open until the client is collected.  Do not read it yourself.
+-- @function fd
+-- @treturn int the descriptor, or nil, message, code (the client's
+--  wake-up socket is read already: zklock.ngx's)
 
 --- The data of node `path`.
 -- @string path the node
@@ -231,6 +227,18 @@ function client_methods:dispatch(timeout)
     n = dispatch(self)
   end
   return n
+end
+
+-- event loops (zklock.loop; docs/api.md, "Waiting in an event loop")
+
+--- Wake the coroutines whose wait on this client ended and run the
+-- callbacks it owes: what `zk:fd()` becoming readable asks for (`zk:fd()`
+-- returns a descriptor the core makes readable when anything changed for
+-- this client, or a waiting coroutine's deadline passed).  The adapters
+-- zklock.cqueues, zklock.luv and zklock.copas call it for you.
+-- @return how many waits it ended
+function client_methods:step()
+  return require("zklock.loop").step(self)
 end
 
 --- Listen to the connection's state, in Curator's model: `fn(new, old)`
