@@ -498,4 +498,32 @@ describe("one model of a hold (issue 22)", function()
     assert.same({ 1, 2, 3 }, order)
     assert.same({}, H.lock_nodes(zk, path))
   end)
+
+  it("a hold that ends before its acquire returns (past max_hold, or " ..
+     "not heard from) is reported lock_lost, with a message", function()
+    -- (make bench's w4.queue: one request in 10,000 got nil, nil, nil)
+    local path = H.path("lost-at-once")
+    local m = zk:mutex(path)
+    -- a waiter that does not look again until the attempt has ended: its
+    -- hold comes and goes in C meanwhile (max_hold runs out)
+    local seen
+    zklock.set_waiter(function(client, gen, timeout, obj)
+      if type(obj) ~= "userdata" then return client:_wait(gen, timeout) end
+      local deadline = H.now() + 10
+      repeat
+        seen = obj:poll()
+        if seen == "done" then return end
+        H.tcore.sleep(0.01)
+      until H.now() > deadline
+    end)
+    local ok, held, msg, code = pcall(m.acquire, m, 5, { max_hold = 0.05 })
+    zklock.set_waiter(nil)
+    assert(ok, held)
+    assert.equal("done", seen)
+    assert.is_nil(held)
+    assert.equal("lock_lost", code)
+    assert.matches("lost", msg)
+    assert.is_false(m:is_held())
+    assert.same({}, H.lock_nodes(zk, path))
+  end)
 end)

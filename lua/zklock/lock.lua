@@ -224,6 +224,13 @@ local function take_node(f, timeout, ignore, max_hold, read)
     return nil, ("timeout: %s not acquired within %gs"):format(f.path,
       timeout), "timeout"
   end
+  if st == "done" then
+    -- held, and ended by C before we looked: past max_hold, or the server
+    -- not heard from for a session timeout (docs/design.md, section 9)
+    return nil, ("lock lost: the hold of %s ended as it began (past " ..
+      "max_hold, or no answer from ZooKeeper for a session timeout)")
+      :format(f.path), "lock_lost"
+  end
   return nil, msg, code
 end
 
