@@ -7,26 +7,16 @@
 -- workers, waits until each has said it is about to wait, removes the
 -- barrier, and prints how far apart the releases were.  It exits non-zero
 -- if a worker passed before the removal or did not pass at all.
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, workers, role, path, out = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/barrier.lua HOSTS [workers]"
-local function usage(why)
-  io.stderr:write("barrier.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [workers]")
 
 workers = number_arg(workers, "workers", 5)
 

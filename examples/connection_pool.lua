@@ -8,28 +8,17 @@
 -- Each job logs when it held its connection; the parent prints the most
 -- connections that were open at once, and exits non-zero if that was ever
 -- more than 3 or a job went missing.
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local CONNECTIONS = 3
 local hosts, workers, jobs, role, log = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/connection_pool.lua " ..
-  "HOSTS [workers] [jobs]"
-local function usage(why)
-  io.stderr:write("connection_pool.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [workers] [jobs]")
 
 workers = number_arg(workers, "workers", 10)
 jobs = number_arg(jobs, "jobs", 5)

@@ -7,26 +7,16 @@
 --
 -- It exits non-zero if a member got through `enter` before the last one
 -- arrived, or through `leave` before the last one called it.
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, members, role, path, out, index = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/double_barrier.lua HOSTS [members]"
-local function usage(why)
-  io.stderr:write("double_barrier.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [members]")
 
 members = number_arg(members, "members", 3)
 

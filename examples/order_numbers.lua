@@ -3,27 +3,16 @@
 -- No number is handed out twice.
 --
 --   lua5.4 examples/order_numbers.lua HOSTS [workers] [orders_each]
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, workers, each, role, node, out = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/order_numbers.lua " ..
-  "HOSTS [workers] [orders_each]"
-local function usage(why)
-  io.stderr:write("order_numbers.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [workers] [orders_each]")
 
 workers = number_arg(workers, "workers", 30)
 each = number_arg(each, "orders_each", 5)

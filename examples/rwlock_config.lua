@@ -9,27 +9,16 @@
 -- With `nolock` the same processes skip the lock: readers then catch the
 -- file half-written.  With the lock (the default) it exits non-zero if a
 -- reader saw a torn file or a writer overlapped anyone.
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, mode, readers, writers, rounds, role, file, log = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/rwlock_config.lua " ..
-  "HOSTS [lock|nolock] [readers] [writers] [rounds]"
-local function usage(why)
-  io.stderr:write("rwlock_config.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [lock|nolock] [readers] [writers] [rounds]")
 
 mode = mode or "lock"
 if mode ~= "lock" and mode ~= "nolock" then

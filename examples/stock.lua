@@ -7,27 +7,16 @@
 -- Under the lock, one call does the whole purchase: zklock.with_lock's
 -- `update` reads the stock with the acquire and writes it back with the
 -- release, fenced by our lock node, in one multi-op (docs/api.md).
-dofile((arg[0]:match("^(.*)/") or ".") .. "/paths.lua") -- no LUA_PATH needed
+local here = arg[0]:match("^(.*)/") or "."
+dofile(here .. "/paths.lua") -- no LUA_PATH needed
 local zklock = require "zklock"
 local core = require "zklock.core"
 
 local hosts, mode, workers, attempts, role, node, sales = ...
 
--- Bad or missing arguments: a usage line on stderr, exit 64 (EX_USAGE).
-local USAGE = "usage: lua5.4 examples/stock.lua " ..
-  "HOSTS [lock|nolock] [workers] [attempts]"
-local function usage(why)
-  io.stderr:write("stock.lua: ", why, "\n", USAGE, "\n")
-  os.exit(64)
-end
-local function number_arg(v, what, default)
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n or n < 1 or n ~= math.floor(n) then
-    usage(("%s must be a positive integer, got '%s'"):format(what, v))
-  end
-  return n
-end
+-- Bad or missing arguments: a usage line on stderr, exit 64 (args.lua).
+local usage, number_arg = dofile(here .. "/args.lua")(
+  "HOSTS [lock|nolock] [workers] [attempts]")
 
 mode = mode or "lock"
 if mode ~= "lock" and mode ~= "nolock" then
