@@ -24,7 +24,7 @@ local copas = require "copas"
 R.internal_file()
 
 local M = {}
-local running, yield, resume = coroutine.running, coroutine.yield,
+local yield, resume = coroutine.yield,
   coroutine.resume
 local costatus = coroutine.status
 
@@ -53,10 +53,7 @@ local function resume1(co)
 end
 
 local driver = {}
-function driver.current()
-  local co, main = running()
-  if co and not main then return co end
-end
+driver.current = loop.running
 if copas.wakeup then -- copas 2 or later
   function driver.suspend() copas.sleep(-1) end
   function driver.resume(co) copas.wakeup(co) end

@@ -36,7 +36,6 @@ local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
 local setmetatable, getmetatable, error = setmetatable, getmetatable, error
 local WEAK_KEYS = { __mode = "k" }
 local WEAK_VALUES = { __mode = "v" }
-local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
 
 -- client -> w: { client, driver, stop (the watch's), byid (id -> entry,
 -- weak values), entry_of (obj -> entry, weak keys), any (waits without
@@ -50,13 +49,9 @@ local installed = false -- our waiter (installed by the first attach)
 -- outside a loop's coroutines (the default one blocks the thread)
 local prev_waiter
 
+-- A wake-up entry (runtime.lua) with the waits suspended on it.
 local function new_entry(w)
-  local id = w.next_id
-  while w.byid[id] do id = id % MAX_ID + 1 end -- (after a wrap-around)
-  w.next_id = id % MAX_ID + 1
-  local e = { id = id, ref = setmetatable({}, WEAK_VALUES), recs = {} }
-  w.byid[id] = e
-  return e
+  return R.new_entry(w, { recs = {} })
 end
 
 -- Arm the C core's deadline byte for `d` when it is the earliest.
@@ -81,15 +76,8 @@ local function wait(client, gen, timeout, obj)
   if not tok then return prev_waiter(client, gen, timeout, obj) end
   local e
   if type(obj) == "userdata" then
-    e = w.entry_of[obj]
-    if not e then
-      e = new_entry(w)
-      e.ref[1] = obj
-      w.entry_of[obj] = e
-      -- from now on a change of obj queues e.id; anything before it shows
-      -- in the change counter
-      if obj:_wake(e.id) ~= gen then return end
-    end
+    e = R.entry_for(w, obj, gen, new_entry)
+    if not e then return end -- (obj moved meanwhile: look again)
   else
     e = w.any
     local _, g = client:_poll()
@@ -269,6 +257,13 @@ function M.step(client)
     return 0
   end
   return step(w)
+end
+
+--- A driver's `current` for a loop that runs any coroutine it is given
+-- (luv, copas): the calling coroutine, unless it is the main one.
+function M.running()
+  local co, main = coroutine.running()
+  if co and not main then return co end
 end
 
 --- This client's wait machinery, for tests and monitoring: `attached`,

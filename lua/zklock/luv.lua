@@ -23,15 +23,12 @@ local uv = require "luv"
 R.internal_file()
 
 local M = {}
-local running, yield, resume = coroutine.running, coroutine.yield,
+local yield, resume = coroutine.yield,
   coroutine.resume
 local costatus = coroutine.status
 
 local driver = {}
-function driver.current()
-  local co, main = running()
-  if co and not main then return co end
-end
+driver.current = loop.running
 function driver.suspend() yield() end
 function driver.resume(co)
   if costatus(co) ~= "suspended" then return end

@@ -85,16 +85,9 @@ local function check_phase(what)
   end
 end
 
-local MAX_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
-
+-- A wake-up entry (runtime.lua) with its semaphore.
 local function new_entry(w)
-  local id = w.next_id
-  while w.byid[id] do id = id % MAX_ID + 1 end -- (after a wrap-around)
-  w.next_id = id % MAX_ID + 1
-  local e = { sema = assert(semaphore.new(0)), id = id,
-    ref = setmetatable({}, WEAK_VALUES) }
-  w.byid[id] = e
-  return e
+  return R.new_entry(w, { sema = assert(semaphore.new(0)) })
 end
 
 -- since: when C saw the change that wakes e (for the latency figures)
@@ -127,15 +120,8 @@ local function wait(client, gen, timeout, obj)
   end
   local e
   if type(obj) == "userdata" then
-    e = w.entry_of[obj]
-    if not e then
-      e = new_entry(w)
-      e.ref[1] = obj
-      w.entry_of[obj] = e
-      -- from now on a change of obj queues e.id; anything before it shows
-      -- in the change counter
-      if obj:_wake(e.id) ~= gen then return end
-    end
+    e = R.entry_for(w, obj, gen, new_entry)
+    if not e then return end -- (obj moved meanwhile: look again)
   else
     e = w.any
   end

@@ -242,6 +242,38 @@ function R.current_waiter()
   return waiter
 end
 
+-- Wake-up entries, zklock.ngx's and zklock.loop's: how a waiter learns
+-- that its own object moved (the C core queues the entry's id).  A table
+-- w keeps byid (id -> entry, weak values), entry_of (obj -> entry, weak
+-- keys) and next_id; an entry is { id, ref = { obj } (weak) } and what its
+-- owner keeps in it.  Nothing in it refers to the object strongly
+-- (LuaJIT's weak keys are no ephemerons).
+local MAX_WAKE_ID = 2 ^ 31 - 1 -- (the C side keeps an unsigned int)
+
+-- Give entry e a fresh id in w and register it; returns e.
+function R.new_entry(w, e)
+  local id = w.next_id
+  while w.byid[id] do id = id % MAX_WAKE_ID + 1 end -- (after a wrap-around)
+  w.next_id = id % MAX_WAKE_ID + 1
+  e.id, e.ref = id, setmetatable({}, WEAK_VALUES)
+  w.byid[id] = e
+  return e
+end
+
+-- The entry of obj in w, made with make(w) on obj's first wait; nil when
+-- obj moved since `gen` (the caller looks again instead of waiting).
+function R.entry_for(w, obj, gen, make)
+  local e = w.entry_of[obj]
+  if e then return e end
+  e = make(w)
+  e.ref[1] = obj
+  w.entry_of[obj] = e
+  -- from now on a change of obj queues e.id; anything before it shows in
+  -- the change counter
+  if obj:_wake(e.id) ~= gen then return nil end
+  return e
+end
+
 -- Sleep as the current waiter does: (client, gen, timeout, obj).
 function R.wait(...)
   return waiter(...)

@@ -34,6 +34,21 @@ function W.spin(s)
   while core.now() < t do end
 end
 
+--- The exclusion checker's critical section: read the counter in `file`,
+-- pause (pause(), which widens the window), write it back plus one.
+-- Returns when it began and ended (monotonic, system-wide).
+function W.bump(file, pause)
+  local t0 = core.now()
+  local fh = assert(io.open(file))
+  local n = tonumber(fh:read("*a")) or 0
+  fh:close()
+  pause()
+  fh = assert(io.open(file, "w"))
+  fh:write(tostring(n + 1))
+  fh:close()
+  return t0, core.now()
+end
+
 --- Wait (bounded) until `file` holds `n` lines. False on timeout.
 function W.wait_lines(file, n, timeout)
   local deadline = core.now() + (timeout or 30)

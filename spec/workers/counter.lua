@@ -5,7 +5,6 @@
 -- not ("bypass"), reads the
 -- shared counter file, pauses, writes it back plus one, and logs the
 -- interval "<start> <end>" it spent inside (monotonic, system-wide).
-local core = require "zklock.core"
 local W = dofile("spec/workers/common.lua")
 
 local hosts, path, file, logfile, cycles, mode, gate = ...
@@ -18,15 +17,7 @@ local log = assert(io.open(logfile, "w"))
 W.wait_gate(gate) -- start together
 for _ = 1, cycles do
   if mode ~= "bypass" then assert(m:acquire(60)) end
-  local t0 = core.now()
-  local fh = assert(io.open(file))
-  local n = tonumber(fh:read("*a")) or 0
-  fh:close()
-  W.spin(0.001)
-  fh = assert(io.open(file, "w"))
-  fh:write(tostring(n + 1))
-  fh:close()
-  local t1 = core.now()
+  local t0, t1 = W.bump(file, function() W.spin(0.001) end)
   if mode ~= "bypass" then assert(m:release()) end
   log:write(("%.6f %.6f\n"):format(t0, t1))
 end

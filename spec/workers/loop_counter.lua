@@ -24,15 +24,7 @@ for _ = 1, 2 do
     local m = zk:mutex(path)
     for _ = 1, cycles do
       assert(m:acquire(60))
-      local t0 = core.now()
-      local fh = assert(io.open(file))
-      local n = tonumber(fh:read("*a")) or 0
-      fh:close()
-      L.sleep(0.001)
-      fh = assert(io.open(file, "w"))
-      fh:write(tostring(n + 1))
-      fh:close()
-      local t1 = core.now()
+      local t0, t1 = W.bump(file, function() L.sleep(0.001) end)
       assert(m:release())
       log:write(("%.6f %.6f\n"):format(t0, t1))
     end
