@@ -34,8 +34,7 @@ local now = core.now
 local guarded = R.guarded
 local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
 local setmetatable, getmetatable, error = setmetatable, getmetatable, error
-local WEAK_KEYS = { __mode = "k" }
-local WEAK_VALUES = { __mode = "v" }
+local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
 
 -- client -> w: { client, driver, stop (the watch's), byid (id -> entry,
 -- weak values), entry_of (obj -> entry, weak keys), any (waits without
@@ -63,9 +62,14 @@ local function arm(w, d)
 end
 
 -- A wait's record, out of its entry and the loop's list.
-local function forget(w, e, rec)
+local function unlist(w, e, rec)
   e.recs[rec] = nil
   w.waiting[rec] = nil
+end
+
+-- ... and over: nobody resumes it.
+local function forget(w, e, rec)
+  unlist(w, e, rec)
   rec.done = true
 end
 
@@ -99,8 +103,7 @@ end
 -- The recs of e, taken out of it (and of w.waiting), onto list `out`.
 local function take_recs(w, e, out)
   for rec in pairs(e.recs) do
-    e.recs[rec] = nil
-    w.waiting[rec] = nil
+    unlist(w, e, rec)
     out[#out + 1] = rec
   end
 end
@@ -111,8 +114,7 @@ local function expire(w, out)
   for rec, e in pairs(w.waiting) do
     local d = rec.deadline
     if d and d <= t then
-      e.recs[rec] = nil
-      w.waiting[rec] = nil
+      unlist(w, e, rec)
       out[#out + 1] = rec
     elseif d and (not earliest or d < earliest) then
       earliest = d
