@@ -31,6 +31,16 @@ local function spin(s)
   while core.now() < t do end
 end
 
+-- Turn the loop (turn()) until cond() holds: true; false after t seconds.
+local function turn_until(cond, t, turn)
+  local deadline = core.now() + (t or 30)
+  while not cond() do
+    if core.now() > deadline then return false end
+    turn()
+  end
+  return true
+end
+
 local make = {}
 
 function make.cqueues()
@@ -51,12 +61,7 @@ function make.cqueues()
     end)
   end
   function L.run_until(cond, t)
-    local deadline = core.now() + (t or 30)
-    while not cond() do
-      if core.now() > deadline then return false end
-      assert(cq:step(0.05))
-    end
-    return true
+    return turn_until(cond, t, function() assert(cq:step(0.05)) end)
   end
   function L.finish() end
   return L
@@ -90,16 +95,11 @@ function make.luv()
     timers[#timers + 1] = t
   end
   function L.run_until(cond, t)
-    local deadline = core.now() + (t or 30)
     -- (a timer of our own bounds each turn: uv.run("once") would block
     -- for ever with nothing else due)
     local guard = uv.new_timer()
     guard:start(50, 50, function() end)
-    local ok = true
-    while not cond() do
-      if core.now() > deadline then ok = false; break end
-      uv.run("once")
-    end
+    local ok = turn_until(cond, t, function() uv.run("once") end)
     guard:close()
     return ok
   end
@@ -125,9 +125,7 @@ function make.copas()
   -- copas.step is its clock
   function L.every(s, fn) ticking[#ticking + 1] = { s = s, fn = fn, at = core.now() + s } end
   function L.run_until(cond, t)
-    local deadline = core.now() + (t or 30)
-    while not cond() do
-      if core.now() > deadline then return false end
+    return turn_until(cond, t, function()
       copas.step(0.01)
       local now = core.now()
       for _, tk in ipairs(ticking) do
@@ -136,8 +134,7 @@ function make.copas()
           tk.fn()
         end
       end
-    end
-    return true
+    end)
   end
   function L.finish() ticking = {} end
   return L
