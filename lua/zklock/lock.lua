@@ -10,6 +10,7 @@
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local metrics = require "zklock.metrics"
+local cohort = require "zklock.cohort"
 R.internal_file()
 
 local L = {}
@@ -77,7 +78,8 @@ L.check_opts = check_opts
 
 -- the lock constructors' options (mutex, semaphore_mutex, rwlock,
 -- semaphore): those kinds that do not linger refuse it by name
-local LOCK_OPTIONS = R.options({ "max_hold", "linger" })
+local LOCK_OPTIONS = R.options({ "max_hold", "linger", "cohort",
+  "pass_limit" })
 
 local function new_lock(client, path, fname, kind, opts, n)
   if not core.is_client(client) then
@@ -96,6 +98,18 @@ local function new_lock(client, path, fname, kind, opts, n)
     end
     if kind.kind == "read" then linger = nil end -- (the write lock's only)
   end
+  -- lock cohorts (docs/api.md, "Cohorts"): the lock's own choice, else
+  -- its client's, else on; mutexes and write locks only
+  local on, limit
+  if opts then on, limit = R.check_cohort(opts, n or 2, fname) end
+  local dflt = R.cohorts[client] or {}
+  if on == nil then on = dflt.on end
+  if on == nil then on = R.COHORT_DEFAULT end
+  if on and opts and opts.cohort and kind.kind == "lease" then
+    argerror(n or 2, fname, "a semaphore does not queue in a cohort " ..
+      "(cohort): see docs/api.md, Cohorts")
+  end
+  if kind.kind ~= "mutex" and kind.kind ~= "write" then on = false end
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
@@ -105,6 +119,7 @@ local function new_lock(client, path, fname, kind, opts, n)
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     -- (owners: see "holds" below)
     single = kind.single, max_hold = max_hold, linger = linger,
+    cohort = on, pass_limit = limit or dflt.pass_limit or R.PASS_LIMIT_DEFAULT,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
   })
 end
@@ -198,9 +213,9 @@ function client_methods:semaphore_mutex(path, opts)
       single = true }, opts)
 end
 
--- Take a node in the queue of f's directory and wait to hold it.  Returns
--- the held attempt, or nil, msg, code once the node is gone again.
-local function take_node(f, timeout, ignore, max_hold, read)
+-- Start an attempt: a node to take in the queue of f's directory.
+-- Returns it, or nil, msg, code.
+local function start_node(f, timeout, ignore, max_hold, read)
   local client = f.client
   local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(client),
     ignore, max_hold)
@@ -213,6 +228,15 @@ local function take_node(f, timeout, ignore, max_hold, read)
     if st ~= "timeout" then ok, msg, code = att:start() end
   end
   if not ok then return nil, msg, code end
+  return att
+end
+
+-- Take a node in the queue of f's directory and wait to hold it.  Returns
+-- the held attempt, or nil, msg, code once the node is gone again.
+local function take_node(f, timeout, ignore, max_hold, read)
+  local client = f.client
+  local att, msg, code = start_node(f, timeout, ignore, max_hold, read)
+  if not att then return nil, msg, code end
   local st
   st, msg, code = guarded_await(client, att, timeout and now() + timeout,
     client:session_timeout())
@@ -260,9 +284,10 @@ end
 -- (zklock.metrics; weak: a hold never given back leaves nothing behind)
 local holds = setmetatable({}, WEAK_KEYS)
 
--- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics)
-local function hold_began(f, att, wait)
-  metrics.acquire_ended(f.client, f.metric, wait, nil)
+-- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics;
+-- passed: from a holder of the same client's cohort, without a request)
+local function hold_began(f, att, wait, passed)
+  metrics.acquire_ended(f.client, f.metric, wait, nil, passed)
   holds[att] = { since = now(), kind = f.metric }
 end
 
@@ -280,6 +305,17 @@ local function take(f, timeout, ignore, max_hold, read)
   if att then hold_began(f, att, now() - t0)
   else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
   return att, msg, code
+end
+
+-- Queue in f's cohort (cohort.lua) and wait for the hold: the held
+-- attempt and what the hold needs to know, or nil, msg, code.
+local function take_cohort(f, timeout, max_hold, read)
+  local t0 = now()
+  local att, info, code = cohort.take(f, timeout, max_hold or f.max_hold,
+    read, function(left, r) return start_node(f, left, nil, nil, r) end)
+  if att then hold_began(f, att, now() - t0, info.passed)
+  else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
+  return att, info, code
 end
 
 -- The hold of att ends (zklock.metrics): released, or found lost.
@@ -426,12 +462,18 @@ function Lock:acquire(timeout, opts)
       ignore, over = other.att:info(), other.att
     end
   end
-  local att
+  local att, info
   local cached = f.lingering -- lock caching: the node we kept, if any
   f.lingering = nil
   if cached and relock(client, cached, max_hold or f.max_hold, timeout) then
     att = cached -- held, no request sent
     hold_began(f, att, 0)
+    if f.cohort then info = cohort.adopt(f, att) end
+  elseif f.cohort and not ignore then
+    -- a lock cohort (docs/design.md, section 16)
+    att, info, code = take_cohort(f, timeout, max_hold, read)
+    if not att then return nil, info, code end
+    if f.linger then att:watch_contenders() end
   else
     att, msg, code = take(f, timeout, ignore, max_hold, read)
     if not att then return nil, msg, code end
@@ -439,18 +481,30 @@ function Lock:acquire(timeout, opts)
   end
   local data, version
   if read then
-    -- (a reused node read nothing with its acquire: a plain get now)
-    if att == cached then
-      data, version, code = R.guarded(function() att:release() end,
-        read_held, client, timeout, read)
-    else data, version, code = att:read_result() end
+    local known = info and info.known
+    if (info and info.fresh and info.read == read) or
+        (not info and att ~= cached) then
+      data, version, code = att:read_result()
+    elseif known and known.path == read then
+      -- passed on with the hold: the value its last holder wrote with
+      -- its release, no request (docs/design.md, section 16)
+      data, version = known.data, known.version
+    else
+      -- (a reused or passed node read nothing with its acquire: a plain
+      -- get now)
+      data, version, code = R.guarded(function()
+        if info then cohort.release(f, att, true, f.pass_limit) end
+        att:release()
+      end, read_held, client, timeout, read)
+    end
     if data == nil and code then -- a read refused (no auth...): let go
+      if info then cohort.release(f, att, false) end
       give_back(client, att)
       return nil, version, code
     end
   end
   if over then att:rest_on(over) end -- (C ends the read with the write)
-  own = { att = att, count = 1, over = over }
+  own = { att = att, count = 1, over = over, seq = info and info.seq }
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so
@@ -534,11 +588,17 @@ function Lock:release(opts)
   end
   local reader = f.kind == "write" and f.partner.owners[co]
   local downgraded = reader and reader.over == own.att and live(reader)
-  if write and (own.count > 1 or downgraded) then
+  if write and (own.count > 1 or downgraded or (f.cohort and not own.ended
+      and R.acting_why() ~= "revoke" and cohort.would_pass(f, own.att, f.pass_limit)))
+      then
     -- not the node's last word (or a downgrade keeps it): a fenced write,
     -- then the plain release
     require "zklock.fenced" -- (fenced_set; it requires this module)
     local v, zxid, code = self:fenced_set(write, data)
+    -- (a pass hands the value written on: cohort.lua)
+    if v and own.count == 1 then
+      own.known = { path = write, data = data, version = v }
+    end
     local ok, msg, rcode = self:release()
     if not v then return nil, zxid, code end
     if not ok then return nil, msg, rcode end
@@ -560,6 +620,17 @@ function Lock:release(opts)
   local reg = with_callbacks[f.client]
   local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
+  if f.cohort then
+    -- a lock cohort: the hold goes to the next waiter of this client with
+    -- no request, or the cohort lets go of the node (docs/design.md,
+    -- section 16)
+    local passable = held and not write and not downgraded and
+      why ~= "revoke"
+    if cohort.release(f, own.att, passable, f.pass_limit, own.known) then
+      hold_ended(f.client, own.att, true)
+      return true
+    end
+  end
   if write then return write_back(f.client, own.att, write, data) end
   if f.linger and not f.lingering and not downgraded and why ~= "revoke"
       then
@@ -628,8 +699,12 @@ function L.drop_level(lock, owner)
   if f.single and f.current == h then f.current = nil end
   local reg = with_callbacks[f.client]
   if reg and h.key then reg[h.key] = nil end
-  hold_ended(f.client, h.att, live(h))
-  h.att:release()
+  local held = live(h)
+  hold_ended(f.client, h.att, held)
+  if not (f.cohort and cohort.release(f, h.att, held and not h.over,
+      f.pass_limit)) then
+    h.att:release()
+  end
   if h.keep then h.keep:release() end
 end
 
@@ -643,12 +718,18 @@ end
 
 --- The fencing token of the calling coroutine's hold: the lock node's
 -- czxid, strictly increasing across every holder of every lock on the
--- ensemble (an integer on Lua 5.4; on LuaJIT a number, exact below 2^53).
+-- ensemble (an integer on Lua 5.4; on LuaJIT a number, exact below 2^53);
+-- for a lock in a cohort, also the pass: holds passed within one process
+-- share the node, and so its czxid, and count 0, 1, 2... (compare
+-- (czxid, pass) pairs; docs/api.md, "Cohorts").
 -- @treturn ?number the token, or nil when not held
+-- @treturn ?number the pass, for a lock in a cohort
 function Lock:token()
   local h = hold_of(fields(self, "token"))
   if not h or not live(h) then return nil end
-  return (select(2, h.att:info()))
+  local czxid = select(2, h.att:info())
+  if h.seq then return czxid, h.seq end
+  return czxid
 end
 
 --- The node path of the calling coroutine's hold or queued attempt.

@@ -19,7 +19,10 @@ local BASE = 1e-6 -- s: the lower bound of bucket 0
 local SUB = 8 -- buckets per doubling
 local SCALE = SUB / log(2)
 
-M.COUNTERS = { "acquires", "timeouts", "errors", "releases", "losses" }
+-- (of the acquires: passes, those passed on within a lock cohort with no
+-- request; the rest were handed over through ZooKeeper: docs/api.md)
+M.COUNTERS = { "acquires", "timeouts", "errors", "releases", "losses",
+  "passes" }
 M.QUANTILES = { 0.5, 0.9, 0.99 }
 
 --- A new, empty distribution.
@@ -121,6 +124,10 @@ local function acquired(k, wait)
   k.acquires = k.acquires + 1
   M.observe(k.wait, wait)
 end
+local function passed(k, wait)
+  k.passes = k.passes + 1
+  acquired(k, wait)
+end
 local function timed_out(k) k.timeouts = k.timeouts + 1 end
 local function failed(k) k.errors = k.errors + 1 end
 local function released(k, hold)
@@ -130,9 +137,9 @@ end
 local function lost(k) k.losses = k.losses + 1 end
 
 --- An acquire of `kind` on `client` ended after `wait` seconds with `code`
--- (nil: it holds).
-function M.acquire_ended(client, kind, wait, code)
-  if code == nil then both(client, kind, acquired, wait)
+-- (nil: it holds; pass: passed on within a lock cohort).
+function M.acquire_ended(client, kind, wait, code, pass)
+  if code == nil then both(client, kind, pass and passed or acquired, wait)
   elseif code == "timeout" then both(client, kind, timed_out)
   else both(client, kind, failed) end
 end
@@ -232,6 +239,8 @@ local HELP = {
   releases = "Holds ended by their holder's release.",
   losses = "Holds that ended without their holder's release " ..
     "(session expired, node deleted, max_hold).",
+  passes = "Of the acquires, those passed on within a lock cohort, with " ..
+    "no request (the rest went through ZooKeeper).",
 }
 
 local function num(x)

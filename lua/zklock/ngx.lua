@@ -226,7 +226,10 @@ local function sweep_entry(e)
     if e.suspect then -- seen twice, a tick apart: not a wake in flight
       e.waiting, e.suspect = false, nil
       local obj = e.ref[1]
-      if obj then
+      local abandon = obj and R.abandon[obj]
+      if abandon then
+        pcall(abandon) -- (a lock cohort's waiter: cohort.lua)
+      elseif obj then
         -- a lock attempt lets go of its node; an operation stops
         pcall(obj.release or obj.cancel, obj)
       end

@@ -38,9 +38,11 @@ local acting = setmetatable({}, WEAK_KEYS)
 --                    dispatch -> how many callbacks ran; attempt: the
 --                    serial of the lock attempt the event is about
 --   elections(client) zklock.election: whether the client has latches
+--   attempt_lost(client, attempt)  zklock.cohort: a lock attempt's hold
+--                    ended without a release (its "lost" event)
 local PLUGS = { owner = true, held = true, dispatcher = true,
   default_logger = true, ngx_loading = true, events = true,
-  elections = true }
+  elections = true, attempt_lost = true }
 local hooks = {}
 R.hooks = hooks -- (read them here; set them with R.register)
 
@@ -274,6 +276,12 @@ function R.entry_for(w, obj, gen, make)
   return e
 end
 
+-- Objects waited on -> what abandons that wait (weak keys): zklock.ngx
+-- calls it for a request nginx finalized while it waited on the object,
+-- instead of releasing or cancelling the object itself (a lock cohort's
+-- waiter: its node is the cohort's, cohort.lua).
+R.abandon = setmetatable({}, WEAK_KEYS)
+
 -- Sleep as the current waiter does: (client, gen, timeout, obj).
 function R.wait(...)
   return waiter(...)
@@ -393,6 +401,9 @@ end
 local function run_event(client, reg, ev)
   local n = 0
   if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
+  if ev[1] == "lost" and hooks.attempt_lost then
+    hooks.attempt_lost(client, ev[3]) -- (a lock cohort's node: cohort.lua)
+  end
   if hooks.events then n = n + hooks.events(client, ev[1], ev[2], ev[3]) end
   local r = reg and ev[3] and reg[ev[3]] -- (by the attempt's serial)
   local f = r and unbox(r.lock)
@@ -682,7 +693,27 @@ R.ids = setmetatable({}, WEAK_KEYS)
 
 -- zklock.connect's options (zklock.ngx.connect adds its own)
 R.CONNECT_OPTIONS = R.options({ "session_timeout", "connect_timeout", "acl",
-  "max_data", "auth", "renew_session", "id", "tls", "sasl" })
+  "max_data", "auth", "renew_session", "id", "tls", "sasl", "cohort",
+  "pass_limit" })
+
+-- client -> { on = whether its locks queue in cohorts, pass_limit }: the
+-- default of every lock it makes (docs/api.md, "Cohorts")
+R.cohorts = setmetatable({}, WEAK_KEYS)
+R.COHORT_DEFAULT, R.PASS_LIMIT_DEFAULT = true, 8
+
+-- A cohort option (`cohort`, `pass_limit`) of table opts, argument n of
+-- fname: checked; returns them (nil when absent).
+function R.check_cohort(opts, n, fname)
+  local on, limit = opts.cohort, opts.pass_limit
+  if on ~= nil and type(on) ~= "boolean" then
+    argerror(n, fname, "cohort must be a boolean")
+  end
+  if limit ~= nil and (type(limit) ~= "number" or limit ~= floor(limit) or
+      limit < 0 or limit > 2 ^ 31 - 1) then
+    argerror(n, fname, "pass_limit must be an integer >= 0")
+  end
+  return on, limit
+end
 
 -- Checks the arguments and opens the session without waiting for it.
 -- `allowed`: the option names (default R.CONNECT_OPTIONS).
@@ -722,10 +753,12 @@ function R.open(hosts, opts, fname, allowed)
     argerror(2, fname, "id must be a string no longer than max_data")
   end
   local secure = check_secure(opts, fname)
+  local cohort, pass_limit = R.check_cohort(opts, 2, fname)
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
     renew ~= false, md, secure)
   if not c then return nil, msg, code end
   R.ids[c] = id
+  R.cohorts[c] = { on = cohort, pass_limit = pass_limit }
   if renew ~= false then renews[c] = true end
   if auth then
     local ok, amsg, acode = c:_add_auth(auth[1], auth[2])

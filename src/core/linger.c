@@ -116,3 +116,28 @@ int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
   return ok;
 }
 
+
+/* Lock cohorts (docs/design.md, section 16): the hold goes to another
+ * waiter of this client without a request; the contenders watch says
+ * when a remote one queued, for the pass limit (Lua counts the passes). */
+int zkl_lock_pass(zkl_lock *l, double max_hold) {
+  int ok = 0;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
+    l->max_hold = max_hold > 0 ? max_hold : 0;
+    l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
+    zkl_client_rearm(l->t.c);
+    ok = 1;
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return ok;
+}
+
+int zkl_lock_contenders(zkl_lock *l, int *listed) {
+  int contended;
+  pthread_mutex_lock(&l->t.c->mu);
+  contended = l->contended;
+  *listed = l->lingers ? l->listed : -1;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return contended;
+}

@@ -326,6 +326,13 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
 int zkl_lock_linger(zkl_lock *l, double seconds);
 int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait);
 void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
+/* Lock cohorts (docs/design.md, section 16): a hold passed to another
+ * waiter of this client, the node kept (max_hold: the new hold's; 0 none):
+ * 1 when held and passed, 0 when not held (then nothing changes). */
+int zkl_lock_pass(zkl_lock *l, double max_hold);
+/* Has another node been seen in the directory since the contenders watch
+ * was set (*listed: its first listing has answered; -1: no watch)? */
+int zkl_lock_contenders(zkl_lock *l, int *listed);
 /* A downgraded read (docs/design.md, section 5): l holds only while the
  * write attempt w (same client) does, and ends with it; NULL: on its own
  * again. */
@@ -344,7 +351,7 @@ unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
 /* ---- ops: one-shot tasks Lua polls for ---------------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
        ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
-       ZKL_OP_FENCED, ZKL_OP_HOLDERS };
+       ZKL_OP_FENCED, ZKL_OP_HOLDERS, ZKL_OP_SIGNAL };
 
 /* oneshot.c.  markers NULL: every child, unsorted. */
 zkl_op *zkl_op_children(zkl_client *c, const char *path,
@@ -390,6 +397,10 @@ void zkl_holders_free(zkl_holder *h, int n);
 
 zkl_client *zkl_op_client(const zkl_op *op);
 int zkl_op_kind(const zkl_op *op);
+/* A signal (signal.c): an op done once fired (or at an expiry, or the
+ * close); zkl_op_fire: 1 when it fired it. */
+zkl_op *zkl_op_signal(zkl_client *c, zkl_error *err);
+int zkl_op_fire(zkl_op *op);
 int zkl_op_poll(zkl_op *op, unsigned long *gen); /* 1 once done */
 /* 1: stopped it (0: it had finished); a timed-out enter also deletes its
  * member node */

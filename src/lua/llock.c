@@ -192,6 +192,28 @@ static int llock_watch_contenders(lua_State *L) {
   return 0;
 }
 
+/* attempt:pass([max_hold]) -> true when held and passed to another waiter
+ * of this client, the node kept (docs/design.md, section 16) */
+static int llock_pass(lua_State *L) {
+  zkl_lock *l = llock_check(L);
+  double max_hold = luaL_optnumber(L, 2, 0);
+  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
+                "max_hold must be a number of seconds >= 0");
+  lua_pushboolean(L, zkl_lock_pass(l, max_hold));
+  return 1;
+}
+
+/* attempt:contenders() -> contended, listed: another node seen in the
+ * directory since watch_contenders; whether its first listing answered
+ * (nil: no watch) */
+static int llock_contenders(lua_State *L) {
+  int listed;
+  lua_pushboolean(L, zkl_lock_contenders(llock_check(L), &listed));
+  if (listed < 0) lua_pushnil(L);
+  else lua_pushboolean(L, listed);
+  return 2;
+}
+
 /* attempt:rest_on(write_attempt | nil): a downgraded read holds only
  * while that write attempt (of the same client) does */
 static int llock_rest_on(lua_State *L) {
@@ -309,6 +331,8 @@ void zkl_open_lock(lua_State *L) {
     { "linger", llock_linger },
     { "relock", llock_relock },
     { "watch_contenders", llock_watch_contenders },
+    { "pass", llock_pass },
+    { "contenders", llock_contenders },
     { "read_result", llock_read_result },
     { "release_write", llock_release_write },
     { "write_result", llock_write_result },

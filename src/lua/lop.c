@@ -105,6 +105,12 @@ static int lop_cancel(lua_State *L) {
   return 1;
 }
 
+/* op:_fire() -> true when it fired the signal (client:_signal) */
+static int lop_fire(lua_State *L) {
+  lua_pushboolean(L, zkl_op_fire(lop_check(L)->op));
+  return 1;
+}
+
 static int lop_gc(lua_State *L) {
   lop_box *b = (lop_box *)luaL_checkudata(L, 1, ZKL_OP_MT);
   if (b->op) {
@@ -198,6 +204,14 @@ static int lop_get(lua_State *L) {
   return lop_push(L, b, zkl_op_get(c, path, &err), &err);
 }
 
+/* client:_signal() -> op, done once fired (docs/design.md, section 16) */
+static int lop_signal(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  zkl_error err;
+  lop_box *b = lop_box_new(L);
+  return lop_push(L, b, zkl_op_signal(c, &err), &err);
+}
+
 static int lop_wait_gone(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   const char *path = zkl_checkpath(L, 2);
@@ -254,6 +268,7 @@ void zkl_open_op(lua_State *L) {
     { "result", lop_result },
     { "cancel", lop_cancel },
     { "_wake", lop_wake },
+    { "_fire", lop_fire },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
@@ -270,6 +285,7 @@ void zkl_open_op(lua_State *L) {
     { "_wait_gone", lop_wait_gone },
     { "_db", lop_db },
     { "_holders", lop_holders },
+    { "_signal", lop_signal },
     { NULL, NULL }
   };
   zkl_setmeta(L, ZKL_OP_MT, methods, meta);

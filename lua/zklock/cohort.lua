@@ -1,0 +1,328 @@
+-- Lock cohorts (docs/design.md, section 16): the waiters of one client on
+-- one lock path and kind queue here, first come first served, in front of
+-- one ZooKeeper node.  Only the head of the queue has a node; a release
+-- passes the hold to the next waiter without a request while the pass
+-- budget allows (a remote contender seen: at most pass_limit passes), and
+-- otherwise lets the node go, the next waiter queueing a new one behind
+-- the remote contenders.  The node belongs to the cohort, not to a
+-- waiter: a waiter that gives up leaves the node to the next one.
+--
+-- A cohort: { client, key, att (the node's attempt, queued or held, or
+-- nil), holder (the waiter record it was passed or granted to, until its
+-- hold ends; nil), q (waiters, q.first..q.last; gone ones skipped), seq
+-- (passes of this node: the composite token's second half), passes (those
+-- that count against pass_limit), fresh (the att came from ZooKeeper and
+-- its read with the acquire is unread), read (its path), known ({ path,
+-- data, version }: the last write with a release passed on) }.
+-- A waiter: { max_hold, sig (its signal, client:_signal()), late (came
+-- while a remote contender was known: no pass to it), granted, gone }.
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+R.internal_file()
+
+local M = {}
+
+local now = core.now
+local setmetatable = setmetatable
+local await = R.await
+
+-- client -> { key -> cohort }; client -> { attempt serial -> cohort }
+local cohorts = setmetatable({}, R.WEAK_KEYS)
+local by_serial = setmetatable({}, R.WEAK_KEYS)
+
+-- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
+local abandon = R.abandon
+
+local function cohort_of(f)
+  local all = cohorts[f.client]
+  if not all then
+    all = {}
+    cohorts[f.client] = all
+  end
+  local key = f.kind .. " " .. f.dir
+  local c = all[key]
+  if not c then
+    c = { client = f.client, key = key, q = { first = 1, last = 0 },
+      seq = 0, passes = 0 }
+    all[key] = c
+  end
+  return c
+end
+
+-- The first waiter still waiting (gone and granted ones dropped).
+local function head(c)
+  local q = c.q
+  while q.first <= q.last do
+    local w = q[q.first]
+    if not w.gone and not w.granted then return w end
+    q[q.first] = nil
+    q.first = q.first + 1
+  end
+  q.first, q.last = 1, 0
+  return nil
+end
+
+local function forget_if_idle(c)
+  if c.att == nil and c.holder == nil and head(c) == nil then
+    local all = cohorts[c.client]
+    if all and all[c.key] == c then all[c.key] = nil end
+  end
+end
+
+local function wake(w)
+  if w and w.sig then w.sig:_fire() end
+end
+
+-- The cohort's node is no longer its own (given back, lingering, lost):
+-- the next waiter queues a new one.
+local function detach(c)
+  local att = c.att
+  if att then
+    local s = by_serial[c.client]
+    if s then s[att:serial()] = nil end
+  end
+  c.att, c.holder, c.seq, c.passes, c.fresh, c.read, c.known =
+    nil, nil, 0, 0, nil, nil, nil
+  wake(head(c))
+end
+
+-- Still the cohort's node to wait for or to hold?
+local function alive(att)
+  local st = att:poll()
+  return st ~= "done" and st ~= "failed"
+end
+
+-- May the hold go from its holder to w without a request?  Passes count
+-- against the limit once a remote contender was seen, and while the
+-- listing that would show one is not answered yet.
+local function may_pass(c, w, limit)
+  if not w or (w.late and w.late == c.att) then return false end
+  local contended, listed = c.att:contenders()
+  if contended or listed == false then return c.passes < limit, true end
+  return true, false
+end
+
+-- Hand the hold of c's node to the next waiter, or let the node go (not
+-- waiting: a release that must wait calls give_back itself).  Returns
+-- true when passed.
+local function hand_on(c, limit, passable)
+  local w = head(c)
+  local ok, counts = false, false
+  if passable and w then ok, counts = may_pass(c, w, limit) end
+  if ok and c.att:pass(w.max_hold) then
+    if counts then c.passes = c.passes + 1 end
+    c.seq = c.seq + 1
+    c.holder, w.granted = w, true
+    wake(w)
+    return true
+  end
+  return false
+end
+
+-- A waiter leaves the queue (timed out, abandoned): a node it was waiting
+-- for goes to the next waiter, or goes; a hold passed to it and not taken
+-- goes on.
+local function leave(c, w)
+  if w.gone then return end
+  w.gone = true
+  if w.on then abandon[w.on] = nil end
+  if w.granted and c.holder == w then -- passed to it, never taken
+    c.holder = nil
+    local att = c.att
+    if not hand_on(c, R.PASS_LIMIT_DEFAULT, true) then
+      detach(c)
+      if att then att:release() end
+    end
+  elseif c.att and not c.holder and head(c) == nil then
+    -- nobody left to wait for the node: it goes (now, or once created)
+    local att = c.att
+    detach(c)
+    att:release()
+  else
+    wake(head(c)) -- (the next one leads, if it was the leader)
+  end
+  forget_if_idle(c)
+end
+
+-- The cohort's attempt `serial` ended without a release (lost, past
+-- max_hold): the holder is detached (it learns it at its release) and
+-- the next waiter queues a new node.
+function M.attempt_lost(client, serial)
+  local s = by_serial[client]
+  local c = s and s[serial]
+  if not c then return 0 end
+  s[serial] = nil
+  if c.att and c.att:serial() == serial then detach(c) end
+  return 0
+end
+
+local function timeout_msg(f, timeout)
+  return ("timeout: %s not acquired within %gs"):format(f.path, timeout)
+end
+
+-- Wait for w's turn; returns the held attempt and { seq, fresh, read,
+-- known }, or nil, msg, code.  start(left): a started attempt of f's
+-- (lock.lua) or nil, msg, code.
+local function wait_turn(f, c, w, timeout, deadline, read, start)
+  local client = f.client
+  while true do
+    if w.granted then
+      w.gone = true
+      if w.on then abandon[w.on], w.on = nil, nil end
+      if c.holder ~= w then -- (lost before it ran: attempt_lost)
+        return nil, ("lock lost: the hold of %s passed to this waiter " ..
+          "ended before it ran"):format(f.path), "lock_lost"
+      end
+      return c.att, { seq = c.seq, passed = true, known = c.known }
+    end
+    local c_closed, cmsg, ccode = R.closed(client)
+    if c_closed then leave(c, w); return nil, cmsg, ccode end
+    if c.holder and c.att and not alive(c.att) then detach(c) end
+    if head(c) == w and not c.holder then
+      -- the leader: the cohort's node is ours to wait for
+      if c.att and not alive(c.att) then detach(c) end
+      if not c.att then
+        local left = deadline and deadline - now()
+        local att, msg, code = start(left and (left > 0 and left or 0), read)
+        if not att then leave(c, w); return nil, msg, code end
+        if w.gone then att:release(); return nil, "abandoned", "closed" end
+        c.att, c.fresh, c.read, c.seq, c.passes = att, true, read, 0, 0
+        local s = by_serial[client]
+        if not s then
+          s = setmetatable({}, R.WEAK_VALUES)
+          by_serial[client] = s
+        end
+        s[att:serial()] = c
+      end
+      local att = c.att
+      abandon[att], w.on = function() leave(c, w) end, att
+      local st, msg, code = await(client, att, deadline,
+        client:session_timeout())
+      abandon[att], w.on = nil, nil
+      if w.gone then -- (left meanwhile: abandoned by zklock.ngx)
+        return nil, "abandoned", "closed"
+      elseif st == "held" and c.att == att and att:pass(w.max_hold) then
+        c.holder, w.granted, w.gone = w, true, true
+        local fresh = c.fresh
+        c.fresh = nil
+        return att, { seq = c.seq, fresh = fresh, read = c.read }
+      elseif st == "timeout" then
+        leave(c, w)
+        return nil, timeout_msg(f, timeout), "timeout"
+      elseif st ~= "held" and c.att == att then
+        -- the node is lost or failed: this waiter fails with it (as a
+        -- per-request acquire would), the next one queues anew
+        detach(c)
+        att:release()
+        leave(c, w)
+        if st == "done" then
+          return nil, ("lock lost: the hold of %s ended as it began " ..
+            "(past max_hold, or no answer from ZooKeeper for a session " ..
+            "timeout)"):format(f.path), "lock_lost"
+        end
+        return nil, msg, code
+      end
+    else
+      local sig = w.sig
+      if not sig or sig:poll() == "done" then
+        if sig then abandon[sig] = nil end
+        local msg, code
+        sig, msg, code = client:_signal()
+        if not sig then leave(c, w); return nil, msg, code end
+        w.sig = sig
+        abandon[sig], w.on = function() leave(c, w) end, sig
+      end
+      if await(client, sig, deadline) == "timeout" and not w.granted then
+        leave(c, w)
+        return nil, timeout_msg(f, timeout), "timeout"
+      end
+    end
+  end
+end
+
+--- Queue in f's cohort and wait (at most `timeout` seconds) to hold its
+-- node.  Returns the held attempt and what the hold needs to know (seq:
+-- the pass number; fresh: taken from ZooKeeper, its guarded read unread,
+-- read its path; passed: by a local pass, known: the last write with a
+-- release), or nil, msg, code.
+function M.take(f, timeout, max_hold, read, start)
+  local c = cohort_of(f)
+  local w = { max_hold = max_hold }
+  local q = c.q
+  q.last = q.last + 1
+  q[q.last] = w
+  if c.holder and c.att then
+    -- someone holds: learn whether remote contenders queue, for the pass
+    -- limit; one seen already: this waiter queues behind them
+    c.att:watch_contenders()
+    local contended, listed = c.att:contenders()
+    if c.att:contenders() then w.late = c.att end
+  end
+  return R.guarded(function() leave(c, w) end, wait_turn, f, c, w, timeout,
+    timeout and now() + timeout, read, start)
+end
+
+-- The cohort a held attempt belongs to, if it is still its node.
+local function cohort_held(f, att)
+  local all = cohorts[f.client]
+  local c = all and all[f.kind .. " " .. f.dir]
+  if c and c.att == att then return c end
+end
+
+--- Would the release of att's hold pass it (nothing else changed)?
+function M.would_pass(f, att, limit)
+  local c = cohort_held(f, att)
+  return c ~= nil and c.holder ~= nil and (may_pass(c, head(c), limit))
+end
+
+--- The hold of att ends (its holder's release).  passable: the hold may
+-- go on (held, not revoked, no downgrade resting on it); known: { path,
+-- data, version } written with the release.  Returns true when passed;
+-- else the cohort let go of the node (the caller gives it back or keeps
+-- it lingering) and the next waiter queues anew.
+function M.release(f, att, passable, limit, known)
+  local c = cohort_held(f, att)
+  if not c then return false end
+  c.holder = nil
+  if known then c.known = known end
+  if passable and hand_on(c, limit or R.PASS_LIMIT_DEFAULT, true) then return true end
+  detach(c)
+  forget_if_idle(c)
+  return false
+end
+
+--- A lingering node held again by its object (lock.lua's relock): the
+-- cohort's node when it has none.  Returns the hold's { seq }, or nil
+-- (the cohort has a node of its own: this one stands apart).
+function M.adopt(f, att)
+  local c = cohort_of(f)
+  if c.att then return nil end
+  local w = { granted = true, gone = true }
+  c.att, c.holder, c.seq, c.passes = att, w, 0, 0
+  local s = by_serial[f.client]
+  if not s then
+    s = setmetatable({}, R.WEAK_VALUES)
+    by_serial[f.client] = s
+  end
+  s[att:serial()] = c
+  return { seq = 0, passed = true }
+end
+
+--- The numbers of f's cohort (docs/api.md): waiters queued, passes of
+-- the current node, those counted against the limit.
+function M.stats(f)
+  local all = cohorts[f.client]
+  local c = all and all[f.kind .. " " .. f.dir]
+  if not c then return { waiting = 0, seq = 0, passes = 0 } end
+  local n = 0
+  for i = c.q.first, c.q.last do
+    local w = c.q[i]
+    if w and not w.gone and not w.granted then n = n + 1 end
+  end
+  return { waiting = n, seq = c.seq, passes = c.passes,
+    node = c.att ~= nil }
+end
+
+R.register("attempt_lost", M.attempt_lost)
+
+return M
