@@ -40,7 +40,9 @@ describe("herd", function()
     local path = H.path("herd")
     local holder = holder_zk:mutex(path)
     assert(holder:acquire(5))
-    local m = zk:mutex(path) -- one object, N coroutines: N owners
+    -- one object, N coroutines: N owners, each its own node (no cohort:
+    -- this is the per-request form's herd; cohort_spec has the cohort's)
+    local m = zk:mutex(path, { cohort = false })
     local order, fns = {}, {}
     local seen = {} -- watch events received when each waiter got the lock
     for i = 1, N do

@@ -23,7 +23,7 @@ R.internal_file()
 local M = {}
 
 local now = core.now
-local setmetatable = setmetatable
+local setmetatable, getmetatable = setmetatable, getmetatable
 local await = R.await
 
 -- client -> { key -> cohort }; client -> { attempt serial -> cohort }
@@ -138,6 +138,8 @@ local function leave(c, w)
     local att = c.att
     detach(c)
     att:release()
+    forget_if_idle(c)
+    return att
   else
     wake(head(c)) -- (the next one leads, if it was the leader)
   end
@@ -156,8 +158,26 @@ function M.attempt_lost(client, serial)
   return 0
 end
 
+-- leave, and wait (a grace period) for a node let go of to be gone: an
+-- acquire that fails leaves no node behind
+local function leave_wait(c, w)
+  local att = leave(c, w)
+  if att then await(c.client, att, R.grace(c.client)) end
+end
+
 local function timeout_msg(f, timeout)
   return ("timeout: %s not acquired within %gs"):format(f.path, timeout)
+end
+
+-- A hold whose lock object was collected without a release (its
+-- sentinel's finalizer marked it dropped): it goes on, or the node goes.
+local function take_over_dropped(c)
+  local att = c.att
+  c.holder = nil
+  if not hand_on(c, R.PASS_LIMIT_DEFAULT, att:held()) then
+    detach(c)
+    att:release()
+  end
 end
 
 -- Wait for w's turn; returns the held attempt and { seq, fresh, read,
@@ -173,10 +193,11 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
           "ended before it ran"):format(f.path), "lock_lost"
       end
-      return c.att, { seq = c.seq, passed = true, known = c.known }
+      return c.att, { seq = c.seq, passed = true, known = c.known, w = w }
     end
     local c_closed, cmsg, ccode = R.closed(client)
-    if c_closed then leave(c, w); return nil, cmsg, ccode end
+    if c_closed then leave_wait(c, w); return nil, cmsg, ccode end
+    if c.holder and c.holder.dropped then take_over_dropped(c) end
     if c.holder and c.att and not alive(c.att) then detach(c) end
     if head(c) == w and not c.holder then
       -- the leader: the cohort's node is ours to wait for
@@ -184,7 +205,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
       if not c.att then
         local left = deadline and deadline - now()
         local att, msg, code = start(left and (left > 0 and left or 0), read)
-        if not att then leave(c, w); return nil, msg, code end
+        if not att then leave_wait(c, w); return nil, msg, code end
         if w.gone then att:release(); return nil, "abandoned", "closed" end
         c.att, c.fresh, c.read, c.seq, c.passes = att, true, read, 0, 0
         local s = by_serial[client]
@@ -205,9 +226,9 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         c.holder, w.granted, w.gone = w, true, true
         local fresh = c.fresh
         c.fresh = nil
-        return att, { seq = c.seq, fresh = fresh, read = c.read }
+        return att, { seq = c.seq, fresh = fresh, read = c.read, w = w }
       elseif st == "timeout" then
-        leave(c, w)
+        leave_wait(c, w)
         return nil, timeout_msg(f, timeout), "timeout"
       elseif st ~= "held" and c.att == att then
         -- the node is lost or failed: this waiter fails with it (as a
@@ -215,6 +236,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         detach(c)
         att:release()
         leave(c, w)
+        await(client, att, R.grace(client))
         if st == "done" then
           return nil, ("lock lost: the hold of %s ended as it began " ..
             "(past max_hold, or no answer from ZooKeeper for a session " ..
@@ -228,12 +250,12 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         if sig then abandon[sig] = nil end
         local msg, code
         sig, msg, code = client:_signal()
-        if not sig then leave(c, w); return nil, msg, code end
+        if not sig then leave_wait(c, w); return nil, msg, code end
         w.sig = sig
         abandon[sig], w.on = function() leave(c, w) end, sig
       end
       if await(client, sig, deadline) == "timeout" and not w.granted then
-        leave(c, w)
+        leave_wait(c, w)
         return nil, timeout_msg(f, timeout), "timeout"
       end
     end
@@ -305,7 +327,42 @@ function M.adopt(f, att)
     by_serial[f.client] = s
   end
   s[att:serial()] = c
-  return { seq = 0, passed = true }
+  return { seq = 0, passed = true, w = w }
+end
+
+local newproxy = newproxy -- (LuaJIT: tables have no __gc)
+local function finalized(fn)
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = fn
+    return p
+  end
+  return setmetatable({}, { __gc = fn })
+end
+
+--- What a hold of f's cohort keeps (its `info`, from take or adopt): an
+-- object whose finalizer, should the hold's lock object be collected
+-- without a release, hands the node on (the head waiter takes it) or lets
+-- it go, as the attempt's own finalizer does outside a cohort.  A
+-- finalizer may run anywhere: it only marks, fires and releases (C).
+function M.sentinel(f, att, info)
+  local client, key, w = f.client, f.kind .. " " .. f.dir, info.w
+  return finalized(function()
+    local all = cohorts[client]
+    local c = all and all[key]
+    if not (c and c.holder == w and c.att == att) then return end
+    w.dropped = true
+    local q = c.q
+    for i = q.first, q.last do
+      local h = q[i]
+      if h and not h.gone and not h.granted then
+        if h.sig then h.sig:_fire() end
+        return
+      end
+    end
+    c.att, c.holder = nil, nil -- (nobody waits: the node goes)
+    att:release()
+  end)
 end
 
 --- The numbers of f's cohort (docs/api.md): waiters queued, passes of

@@ -504,7 +504,8 @@ function Lock:acquire(timeout, opts)
     end
   end
   if over then att:rest_on(over) end -- (C ends the read with the write)
-  own = { att = att, count = 1, over = over, seq = info and info.seq }
+  own = { att = att, count = 1, over = over, seq = info and info.seq,
+    sentinel = info and cohort.sentinel(f, att, info) }
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so
@@ -739,6 +740,17 @@ function Lock:node()
   local h = hold_of(f)
   local name = h and not h.ended and h.att:info()
   return name and f.dir .. "/" .. name or nil
+end
+
+--- The waiters of this client queued in the lock's cohort (docs/api.md,
+-- "Cohorts"), of any lock object on the same path and kind: they have no
+-- node of their own, so `participants()` does not list them.  0 for a
+-- lock outside a cohort.
+-- @treturn integer
+function Lock:local_waiters()
+  local f = fields(self, "local_waiters")
+  if not f.cohort then return 0 end
+  return cohort.stats(f).waiting
 end
 
 -- `local l <close> = assert(m:acquire())` releases one level at scope end.
