@@ -1,0 +1,293 @@
+-- Lock cohorts (docs/design.md, section 16): the waiters of one client on
+-- one mutex or write lock queue locally in front of one node, and a
+-- release passes the hold to the next of them with no request, up to
+-- `pass_limit` passes once a remote contender is seen.  Exclusion across
+-- processes with cohorts (shared and per-request objects, faults): the
+-- chaos run (spec/chaos_spec.lua) and the event-loop checker
+-- (spec/loops_spec.lua), whose processes run several coroutines each.
+local H = require "spec.helpers"
+local it_yields = H.it_yields(it)
+
+describe("lock cohorts", function()
+  local srv, zk, zk2
+
+  lazy_setup(function()
+    srv = H.testing.server({ min_session_timeout = 1000 })
+    zk = H.connect(srv)
+    zk2 = H.connect(srv)
+  end)
+  lazy_teardown(function()
+    if zk then zk:close() end
+    if zk2 then zk2:close() end
+    if srv then H.assert_no_orphans(srv); srv:close() end
+  end)
+
+  local function nodes(path) return H.lock_nodes(zk2, path) end
+
+  -- (inside H.run: wait for cond, yielding to the other coroutines)
+  local function yield_until(cond, secs)
+    local deadline = H.now() + (secs or 10)
+    while not cond() do
+      assert(H.now() < deadline, "timed out waiting for a condition")
+      coroutine.yield()
+    end
+  end
+
+  it_yields("queues a client's waiters in front of one node, FIFO, and " ..
+     "passes the hold with no request", function()
+    local path = H.path("cohort")
+    local holder = zk2:mutex(path)
+    assert(holder:acquire(5))
+    local N = 40
+    local shared = zk:mutex(path)
+    local order, fns, tokens = {}, {}, {}
+    for i = 1, N do
+      fns[i] = function()
+        -- (half on the shared object, half on objects of their own: one
+        -- cohort either way)
+        local m = i % 2 == 0 and shared or zk:mutex(path)
+        yield_until(function() return shared:local_waiters() == i - 1 end)
+        assert(m:acquire(30))
+        order[#order + 1] = i
+        tokens[#tokens + 1] = { m:token() }
+        assert(m:release())
+      end
+    end
+    local most, r0 = 0, nil
+    H.run(zk, fns, 60, function()
+      local n = #nodes(path)
+      most = math.max(most, n)
+      -- all queued: the holder's node and one of ours
+      if not r0 and shared:local_waiters() == N and n == 2 then
+        r0 = zk:stats().requests
+        holder:release()
+      end
+    end)
+    assert.equal(2, most)
+    local order_expected = {}
+    for i = 1, N do order_expected[i] = i end
+    assert.same(order_expected, order)
+    -- one node for them all: the first hold came through ZooKeeper, the
+    -- other N - 1 were passed (its create, listing, watches and delete:
+    -- a handful of requests, not N of each)
+    assert.is_true(zk:stats().requests - r0 < 10,
+      "requests: " .. (zk:stats().requests - r0))
+    for i = 2, N do
+      assert.equal(tokens[1][1], tokens[i][1])
+      assert.equal(i - 1, tokens[i][2]) -- the pass
+    end
+    assert.same({}, nodes(path))
+  end)
+
+  it_yields("cohort = false gives each waiter a node of its own", function()
+    local path = H.path("nocohort")
+    local holder = zk2:mutex(path)
+    assert(holder:acquire(5))
+    local m = zk:mutex(path, { cohort = false })
+    local fns, seen = {}, nil
+    for i = 1, 4 do
+      fns[i] = function() assert(m:acquire(30)); assert(m:release()) end
+    end
+    H.run(zk, fns, 30, function()
+      if not seen and #nodes(path) == 5 then
+        seen = m:local_waiters()
+        holder:release()
+      end
+    end)
+    assert.equal(0, seen)
+    -- a client's default: off for every lock it makes
+    local zk3 = assert(H.zklock.connect(srv.connect_string,
+      { cohort = false }))
+    local m3 = zk3:mutex(path)
+    assert(m3:acquire(5))
+    assert.equal(0, m3:local_waiters())
+    assert(m3:release())
+    zk3:close()
+  end)
+
+  it_yields("a remote contender waits at most pass_limit local passes",
+      function()
+    local path = H.path("fair")
+    local LIMIT = 3
+    local remote = zk2:mutex(path)
+    local holds, remote_at, seen_at = {}, nil, nil
+    local stop = false
+    local fns = {}
+    for i = 1, 4 do
+      fns[i] = function()
+        local m = zk:mutex(path, { pass_limit = LIMIT })
+        while not stop do
+          assert(m:acquire(30))
+          holds[#holds + 1] = { i = i, tok = { m:token() } }
+          coroutine.yield() -- (the hold spans a round)
+          assert(m:release())
+        end
+      end
+    end
+    fns[#fns + 1] = function()
+      -- once the locals pass the hold around, queue from another client
+      yield_until(function() return #holds >= 3 end)
+      assert(remote:acquire(30))
+      remote_at = #holds
+      stop = true
+      assert(remote:release())
+    end
+    H.run(zk, fns, 60, function()
+      if not seen_at and #nodes(path) == 2 then seen_at = #holds end
+    end)
+    assert.is_number(seen_at)
+    assert.is_number(remote_at)
+    -- holds that began after the remote node was seen, before it held
+    assert.is_true(remote_at - seen_at <= LIMIT,
+      ("%d local holds after the remote contender queued"):format(
+        remote_at - seen_at))
+    -- tokens: (czxid, pass) pairs increase; the node changed after the
+    -- remote hold
+    for k = 2, #holds do
+      local a, b = holds[k - 1].tok, holds[k].tok
+      assert.is_true(b[1] > a[1] or (b[1] == a[1] and b[2] > a[2]))
+    end
+  end)
+
+  it_yields("hands the value written with a release to the next holder " ..
+     "that reads it, with no request", function()
+    local path, node = H.path("cohort-guard"), H.path("cohort-guarded")
+    local m1, m2 = zk:mutex(path), zk:mutex(path)
+    local got, requests, first, r0
+    H.run(zk, {
+      function()
+        assert(m1:acquire(5, { read = node }))
+        first = true
+        yield_until(function() return m1:local_waiters() == 1 end)
+        assert(m1:release({ write = node, data = "from the first" }))
+        r0 = zk:stats().requests
+      end,
+      function()
+        yield_until(function() return first end)
+        local _, data, version = assert(m2:acquire(20, { read = node }))
+        requests = zk:stats().requests - r0
+        got = { data, version }
+        assert(m2:release())
+      end,
+    }, 30)
+    -- (from the first's release on: no request, no read)
+    assert.same({ "from the first", 0 }, got)
+    assert.equal(0, requests)
+    assert.same({ "from the first", 0 }, { zk:get(node) })
+  end)
+
+  it_yields("a holder past its max_hold lets the next waiter hold, on a " ..
+     "new node", function()
+    local path = H.path("cohort-maxhold")
+    local stuck, next_ = zk:mutex(path), zk:mutex(path)
+    local t1, t2, rel
+    H.run(zk, {
+      function()
+        assert(stuck:acquire(5, { max_hold = 0.3 }))
+        t1 = stuck:token()
+        yield_until(function() return t2 ~= nil end)
+        rel = { stuck:release() }
+      end,
+      function()
+        yield_until(function() return t1 ~= nil end)
+        assert(next_:acquire(20))
+        t2 = next_:token()
+        assert(next_:release())
+      end,
+    }, 30)
+    assert.is_true(t2 > t1)
+    assert.same({ nil, "lock lost", "lock_lost" }, rel)
+  end)
+
+  it_yields("a leader that times out leaves the node to the next waiter",
+      function()
+    local path = H.path("cohort-leader")
+    local holder = zk2:mutex(path)
+    assert(holder:acquire(5))
+    local a, b = zk:mutex(path), zk:mutex(path)
+    local res_a, node_b, max_nodes = nil, nil, 0
+    H.run(zk, {
+      function() res_a = { a:acquire(0.5) } end,
+      function()
+        yield_until(function() return a:local_waiters() == 1 end)
+        assert(b:acquire(20))
+        node_b = b:node()
+        assert(b:release())
+      end,
+    }, 30, function()
+      max_nodes = math.max(max_nodes, #nodes(path))
+      if res_a and holder:is_held() then holder:release() end
+    end)
+    assert.equal("timeout", res_a[3])
+    assert.is_string(node_b)
+    assert.equal(2, max_nodes) -- the holder's, and the cohort's one
+  end)
+
+  it_yields("a held lock collected without a release passes to the next " ..
+     "waiter", function()
+    local path = H.path("cohort-gc")
+    local got
+    H.run(zk, {
+      function()
+        local m = zk:mutex(path)
+        assert(m:acquire(5))
+        yield_until(function() return m:local_waiters() == 1 end)
+        m = nil -- luacheck: ignore (dropped while held)
+      end,
+      function()
+        local other = zk:mutex(path)
+        coroutine.yield()
+        got = other:acquire(20)
+        assert(other:release())
+      end,
+    }, 30, function() collectgarbage() end)
+    assert.is_truthy(got)
+    assert.same({}, nodes(path))
+  end)
+
+  it_yields("a revoked hold is not passed: the revoker holds next",
+      function()
+    local path = H.path("cohort-revoke")
+    local order = {}
+    local m, w = zk:mutex(path), zk:mutex(path)
+    m:on_revoke(function(l) order[#order + 1] = "revoked"; l:release() end)
+    local remote = zk2:mutex(path)
+    H.run(zk, {
+      function()
+        assert(m:acquire(5))
+        -- a local waiter queued first, a remote contender after it
+        yield_until(function()
+          return m:local_waiters() == 1 and #nodes(path) == 2
+        end)
+        assert.equal(1, H.zklock.revoke(zk2, path))
+      end,
+      function()
+        coroutine.yield()
+        assert(w:acquire(20))
+        order[#order + 1] = "local"
+        assert(w:release())
+      end,
+      function()
+        yield_until(function() return m:local_waiters() == 1 end)
+        assert(remote:acquire(20))
+        order[#order + 1] = "remote"
+        assert(remote:release())
+      end,
+    }, 30)
+    assert.same({ "revoked", "remote", "local" }, order)
+  end)
+
+  it("refuses bad options with a clear error", function()
+    assert.has_error(function() zk:mutex("/x", { cohort = 1 }) end,
+      "bad argument #2 to 'mutex' (cohort must be a boolean)")
+    assert.has_error(function() zk:mutex("/x", { pass_limit = -1 }) end,
+      "bad argument #2 to 'mutex' (pass_limit must be an integer >= 0)")
+    assert.has_error(function()
+      zk:semaphore_mutex("/x", { cohort = true })
+    end, "bad argument #2 to 'semaphore_mutex' (a semaphore does not " ..
+      "queue in a cohort (cohort): see docs/api.md, Cohorts)")
+    assert.has_error(function()
+      H.zklock.connect(srv.connect_string, { pass_limit = 1.5 })
+    end, "bad argument #2 to 'connect' (pass_limit must be an integer >= 0)")
+  end)
+end)
