@@ -91,7 +91,16 @@ function make.luv()
   function L.every(s, fn)
     local t = uv.new_timer()
     local ms = math.max(1, math.floor(s * 1000))
-    t:start(ms, ms, fn)
+    -- (an error in a luv callback ends the process with luv's "Uncaught
+    -- Error" and no message for an assertion's table: said here first)
+    t:start(ms, ms, function()
+      local ok, err = pcall(fn)
+      if not ok then
+        local msg = type(err) == "table" and (err.message or err[1]) or err
+        io.stderr:write("error in a timer: ", tostring(msg), "\n")
+        error(err, 0)
+      end
+    end)
     timers[#timers + 1] = t
   end
   function L.run_until(cond, t)

@@ -11,11 +11,11 @@ local function num(s) return tonumber(s) end
 -- field specs: name list per line kind (the last field takes the rest)
 local FIELDS = {
   H = { "kind", "target", "task", "ts", "t0", "t1", "lost", "flip", "token",
-    "mh", "rel_t", "rel_e", "rel", "node" },
+    "mh", "rel_t", "rel_e", "rel", "pass", "node" },
   A = { "kind", "target", "task", "t_s", "t_q", "t_e", "res", "code",
     "timeout" },
   P = { "target", "token", "v" },
-  W = { "target", "token", "zxid", "v", "what" },
+  W = { "target", "token", "zxid", "v", "pass", "what" },
   V = { "target", "token", "which", "zxid", "v", "what" },
   R = { "target", "task", "t0", "held", "a", "b" },
   BS = { "target", "t" },
@@ -33,7 +33,7 @@ local FIELDS = {
 }
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
-  v = 1, zxid = 1, t = 1, k = 1, held = 1 }
+  v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)
@@ -194,13 +194,20 @@ function K.fencing(logs, finals)
     table.sort(acc, function(a, b) return a.zxid < b.zxid end)
     local top
     for _, w in ipairs(acc) do
+      -- (tokens are (czxid, pass) pairs: a lock cohort's passes share
+      -- the node, docs/design.md, section 16)
       if w.zxid > 0 and w.token > 0 then -- (0: token unknown)
-        if top and w.token < top.token then
-          v[#v + 1] = { t = 0, text = ("%s: write of token %s (zxid %s) " ..
-            "after one of token %s"):format(target, tostring(w.token),
-            tostring(w.zxid), tostring(top.token)) }
+        if top and (w.token < top.token or (w.token == top.token and
+            (w.pass or 0) < (top.pass or 0))) then
+          v[#v + 1] = { t = 0, text = ("%s: write of token %s pass %d " ..
+            "(zxid %s) after one of token %s pass %d"):format(target,
+            tostring(w.token), w.pass or 0, tostring(w.zxid),
+            tostring(top.token), top.pass or 0) }
         end
-        if not top or w.token > top.token then top = w end
+        if not top or w.token > top.token or (w.token == top.token and
+            (w.pass or 0) > (top.pass or 0)) then
+          top = w
+        end
       end
     end
   end
@@ -297,7 +304,8 @@ end
 --- FIFO (mutexes): an acquire that started after a contender was queued
 -- does not hold before it, unless a fault, a deletion or a revocation
 -- fell in between (they requeue). Lock caching keeps to it too (api.md:
--- "no cached acquire jumps ahead" of a contender).
+-- "no cached acquire jumps ahead" of a contender).  In lock cohorts, the
+-- order of the nodes (below).
 function K.fifo(logs, plan, after)
   local v = {}
   local ws = windows(logs, after or 0)
@@ -320,8 +328,45 @@ function K.fifo(logs, plan, after)
       table.insert(holds[h.target], h)
     end
   end
+  -- A target in lock cohorts (docs/design.md, section 16): a process's
+  -- waiters have no node of their own, and a remote contender may be
+  -- passed over up to pass_limit times, so its order is the nodes':
+  -- holds in time order (they exclude each other) never go back to an
+  -- older node (a smaller czxid; one pass after another on the same
+  -- node), since a node held first outlived every older one.
+  local function cohort(name)
+    local t = plan and plan.targets[name]
+    return t and t.cohort
+  end
+  for name, hs in pairs(holds) do
+    if cohort(name) then
+      local sorted = {}
+      for _, h in ipairs(hs) do sorted[#sorted + 1] = h end
+      table.sort(sorted, function(a, b) return a.t0 < b.t0 end)
+      local top
+      for _, x in ipairs(sorted) do
+        if x.token > 0 then
+          if top and (x.token < top.token or (x.token == top.token and
+              (x.pass or 0) < (top.pass or 0))) and
+              not in_fault(ws, top.t0 - 1, x.t0) and
+              not in_fault(touched[name] or {}, top.t0 - 1, x.t0) then
+            v[#v + 1] = { t = x.t0, text = ("%s: %s held at %.3f on " ..
+              "token %s pass %d, after %s held a newer one (token %s " ..
+              "pass %d, at %.3f)"):format(name, x.task, x.t0,
+              tostring(x.token), x.pass or 0, top.task, tostring(top.token),
+              top.pass or 0, top.t0) }
+            break
+          end
+          if not top or x.token > top.token or (x.token == top.token and
+              (x.pass or 0) > (top.pass or 0)) then
+            top = x
+          end
+        end
+      end
+    end
+  end
   for _, c in ipairs(list(logs, "A")) do
-    if c.kind == "mutex" and c.t_q >= 0 and
+    if c.kind == "mutex" and c.t_q >= 0 and not cohort(c.target) and
         (not plan or plan.targets[c.target].kind == "mutex") then
       -- (a wait that failed ended at its deadline, whenever its coroutine
       -- ran again to say so)

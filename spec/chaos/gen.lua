@@ -69,7 +69,7 @@ local COUNTS = { mutex = 3, rw = 2, smutex = 2, sem = 1, latch = 1,
 
 --- The plan of a run: targets under `root` for `workers` workers.
 -- `opts` (a profile's `avoid`) leaves options out: `big` (no long paths),
--- `linger` (no lock caching).
+-- `linger` (no lock caching), `cohort` (no lock cohorts).
 -- @return { seed, root, workers, targets = { name = target }, order =
 -- { names... } }
 function G.plan(seed, root, workers, opts)
@@ -125,6 +125,16 @@ function G.plan(seed, root, workers, opts)
   table.sort(members)
   add({ name = "db1", kind = "dbarrier", path = root .. "/db1",
     members = members })
+  -- lock cohorts (docs/design.md, section 16), on or off per target with
+  -- a pass limit; drawn last, so that the draws above stay what they were
+  -- for the seeds on record.  avoid.cohort: every one off.
+  for _, name in ipairs(plan.order) do
+    local t = plan.targets[name]
+    if t.kind == "mutex" or t.kind == "rw" then
+      t.cohort = r:chance(0.75) and not opts.cohort
+      t.pass_limit = r:pick({ 0, 1, 3, 8 })
+    end
+  end
   return plan
 end
 

@@ -111,13 +111,15 @@ end
 -- ---------------------------------------------------------------------------
 -- holds: believed from the acquire until the last is_held() that said so
 
-local function new_hold(kind, tname, task, token, node, mh)
+local function new_hold(kind, tname, task, token, node, mh, pass)
   local ts = task.ts
   task.ts = nil -- (the acquire's start, for this hold only)
-  -- (t1 = -1: not believed until is_held() says so)
+  -- (t1 = -1: not believed until is_held() says so; pass: the hold's pass
+  -- within a lock cohort, its token's second half)
   return { kind = kind, target = tname, task = task.name, t0 = now(),
     t1 = -1, ts = ts or -1, lost = -1, flip = 0, token = token or 0,
-    node = node or "-", mh = mh or 0, rel_t = -1, rel_e = -1, rel = "none" }
+    node = node or "-", mh = mh or 0, rel_t = -1, rel_e = -1, rel = "none",
+    pass = pass or 0 }
 end
 
 -- (the time is read before asking: is_held() answers for a moment at or
@@ -137,7 +139,7 @@ end
 
 local function log_hold(h)
   L("H", h.kind, h.target, h.task, h.ts, h.t0, h.t1, h.lost, h.flip,
-    h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.node)
+    h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.pass, h.node)
 end
 
 -- Release through fn(): the outcome as one word.
@@ -201,12 +203,13 @@ local function fenced_increment(task, t, lock, token, big)
       return lock:fenced_set(t.counter, counter_data(v, big), plan.st * 3)
     end)
   end
-  token = lock:token() or token -- (nil at the acquire in a reconnection)
+  local now_token, pass = lock:token()
+  token = now_token or token -- (nil at the acquire in a reconnection)
   L("P", t.name, token, v)
   local ok, r, zxid, code = pcall(lock.fenced_set, lock, t.counter,
     counter_data(v, big), plan.st * 3)
   if not ok then return unexpected(task, "fenced_set", r) end
-  L("W", t.name, token, r and zxid or 0, v,
+  L("W", t.name, token, r and zxid or 0, v, pass or 0,
     r and "ok" or code == "lock_lost" and "lost" or "unknown")
 end
 
@@ -232,9 +235,11 @@ local function make(c, t)
     if broken.mutex and t.name == "m2" then
       return require("zklock.testing").broken_mutex(c, t.path, 2)
     end
-    return c:mutex(t.path, { linger = t.linger })
+    return c:mutex(t.path, { linger = t.linger, cohort = t.cohort,
+      pass_limit = t.pass_limit })
   elseif t.kind == "rw" then
-    local rw = c:rwlock(t.path, { linger = t.linger })
+    local rw = c:rwlock(t.path, { linger = t.linger, cohort = t.cohort,
+      pass_limit = t.pass_limit })
     if broken.rw then return { read = rw.read, write = rw.read } end
     return rw
   elseif t.kind == "smutex" then
@@ -393,8 +398,9 @@ local function mutex_hold(task, t, obj, how, revocable)
   task.revoked = false
   local got, data = acquire(task, "mutex", t.name, obj, timeout, opts)
   if not got then return end
-  local h = new_hold("mutex", t.name, task, obj:token(), obj:node(),
-    opts.max_hold)
+  local token, pass = obj:token()
+  local h = new_hold("mutex", t.name, task, token, obj:node(),
+    opts.max_hold, pass)
   local check = function() return obj:is_held(), obj:node() end
   sample(h, check())
   if not revocable and R:chance(0.2) then -- reentrant
@@ -423,12 +429,14 @@ local function mutex_hold(task, t, obj, how, revocable)
   end
   if guarded then
     local v = counter_value(data) + 1
-    h.token = obj:token() or h.token -- (nil at the acquire in a reconnection)
+    local token, pass = obj:token()
+    h.token = token or h.token -- (nil at the acquire in a reconnection)
+    h.pass = pass or h.pass
     L("P", t.name, h.token, v)
     local r, err, zxid = released(h, function()
       return obj:release({ write = t.counter, data = counter_data(v, big) })
     end)
-    L("W", t.name, h.token, r and zxid or 0, v,
+    L("W", t.name, h.token, r and zxid or 0, v, h.pass,
       r and "ok" or h.rel == "lock_lost" and "lost" or "unknown")
     if h.rel == "raised" then unexpected(task, "mutex:release", err) end
   else
@@ -743,7 +751,8 @@ local WEIGHTS = { mutex = 6, smutex = 3, sem = 2, rw = 5, multi = 2,
 -- (a focus draws its ops three times as often)
 local FOCUS_OPS = { downgrade = { "rw" },
   smutex_shared = { "smutex", "burst" }, abandon_lease = { "sem", "smutex",
-  "multi" }, linger = { "mutex" }, big = { "mutex" } }
+  "multi" }, linger = { "mutex" }, big = { "mutex" },
+  cohort = { "mutex", "burst", "rw" } }
 local weights = {}
 for op, w in pairs(plan.weights or WEIGHTS) do weights[op] = w end
 for _, op in ipairs(FOCUS_OPS[focus] or {}) do weights[op] = weights[op] * 3 end
