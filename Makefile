@@ -271,3 +271,8 @@ distclean:
 build/floor: bench/floor.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt
+
+# flood: 100,000 HTTP requests held open at once on loopback (make bench)
+build/flood: bench/flood.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -std=gnu99 -o $@ bench/flood.c

@@ -340,6 +340,9 @@ if srv then ok, err = pcall(function()
   -- coroutines on one session); per release, the watch notifications the
   -- session got, and the server's watch count (wchs) with all queued
   dofile("bench/herd.lua")(hosts, srv)
+  -- lock cohorts: the same shape with the waiters in one cohort, and a
+  -- remote contender's wait under sustained local load (bench/cohort.lua)
+  dofile("bench/cohort.lua")(hosts)
 end)
 srv:close()
 end

@@ -24,6 +24,13 @@ describe("lock cohorts", function()
 
   local function nodes(path) return H.lock_nodes(zk2, path) end
 
+  -- The server's last zxid (srvr): its write transactions so far, within
+  -- one epoch.
+  local function zxid()
+    local hex = (srv:four_letter("srvr") or ""):match("Zxid: 0x(%x+)")
+    return tonumber(hex, 16)
+  end
+
   -- (inside H.run: wait for cond, yielding to the other coroutines)
   local function yield_until(cond, secs)
     local deadline = H.now() + (secs or 10)
@@ -59,19 +66,19 @@ describe("lock cohorts", function()
       most = math.max(most, n)
       -- all queued: the holder's node and one of ours
       if not r0 and shared:local_waiters() == N and n == 2 then
-        r0 = zk:stats().requests
+        r0 = zxid()
         holder:release()
       end
     end)
+    local writes = zxid() - r0
     assert.equal(2, most)
     local order_expected = {}
     for i = 1, N do order_expected[i] = i end
     assert.same(order_expected, order)
     -- one node for them all: the first hold came through ZooKeeper, the
-    -- other N - 1 were passed (its create, listing, watches and delete:
-    -- a handful of requests, not N of each)
-    assert.is_true(zk:stats().requests - r0 < 10,
-      "requests: " .. (zk:stats().requests - r0))
+    -- other N - 1 were passed: the server wrote the holder's delete and
+    -- our node's, not N creates and deletes
+    assert.is_true(writes <= 3, "write transactions: " .. writes)
     for i = 2, N do
       assert.equal(tokens[1][1], tokens[i][1])
       assert.equal(i - 1, tokens[i][2]) -- the pass
@@ -110,15 +117,18 @@ describe("lock cohorts", function()
     local path = H.path("fair")
     local LIMIT = 3
     local remote = zk2:mutex(path)
-    local holds, remote_at, seen_at = {}, nil, nil
-    local stop = false
+    local probe = zk:mutex(path, { pass_limit = LIMIT })
+    local last, holds, stop = {}, {}, false
+    local listed, remote_held
     local fns = {}
     for i = 1, 4 do
       fns[i] = function()
         local m = zk:mutex(path, { pass_limit = LIMIT })
         while not stop do
           assert(m:acquire(30))
-          holds[#holds + 1] = { i = i, tok = { m:token() } }
+          local token, pass = m:token()
+          last[token] = math.max(last[token] or 0, pass)
+          holds[#holds + 1] = { token, pass }
           coroutine.yield() -- (the hold spans a round)
           assert(m:release())
         end
@@ -128,23 +138,28 @@ describe("lock cohorts", function()
       -- once the locals pass the hold around, queue from another client
       yield_until(function() return #holds >= 3 end)
       assert(remote:acquire(30))
-      remote_at = #holds
+      remote_held = true
       stop = true
       assert(remote:release())
     end
     H.run(zk, fns, 60, function()
-      if not seen_at and #nodes(path) == 2 then seen_at = #holds end
+      -- the remote node, listed through the cohort's own session: its
+      -- watch event came first, so the cohort has seen it; the node and
+      -- pass the cohort is at then
+      if not listed and not remote_held and #H.lock_nodes(zk, path) == 2 then
+        local st = require("zklock.cohort").stats(H.core.unbox(probe))
+        listed = { token = st.token, seq = st.seq }
+      end
     end)
-    assert.is_number(seen_at)
-    assert.is_number(remote_at)
-    -- holds that began after the remote node was seen, before it held
-    assert.is_true(remote_at - seen_at <= LIMIT,
-      ("%d local holds after the remote contender queued"):format(
-        remote_at - seen_at))
-    -- tokens: (czxid, pass) pairs increase; the node changed after the
-    -- remote hold
+    assert.is_table(listed)
+    assert.is_true(remote_held)
+    -- passes of that node made after the listing, before the remote held
+    local passed = (last[listed.token] or 0) - listed.seq
+    assert.is_true(passed <= LIMIT,
+      ("%d local passes after the remote contender queued"):format(passed))
+    -- tokens: (czxid, pass) pairs increase
     for k = 2, #holds do
-      local a, b = holds[k - 1].tok, holds[k].tok
+      local a, b = holds[k - 1], holds[k]
       assert.is_true(b[1] > a[1] or (b[1] == a[1] and b[2] > a[2]))
     end
   end)

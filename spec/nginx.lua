@@ -58,7 +58,8 @@ Instance.__index = Instance
 -- key }, for a TLS ZooKeeper), workers (2), port (a free one),
 -- extra (server-level configuration text), http (http-level text), main
 -- (main-level text), worker_connections (the conf's own, else as given),
--- conf (template, default examples/nginx/nginx.conf), ready (a path)
+-- conf (template, default examples/nginx/nginx.conf), ready (a path), env
+-- (NAME=value words for nginx's environment; main needs `env NAME;`)
 function N.start(opts)
   seq = seq + 1
   local prefix = ("%s/zklock-nginx-%d-%d"):format(TMP, core.pid(), seq)
@@ -89,8 +90,9 @@ function N.start(opts)
   preload = preload and ("LD_PRELOAD='%s' "):format(preload) or ""
   local tls = opts.tls and ("ZK_TLS_CA='%s' ZK_TLS_CERT='%s' ZK_TLS_KEY='%s' ")
     :format(opts.tls.ca, opts.tls.cert, opts.tls.key) or ""
-  local out = capture(("%s%sZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf " ..
-    "2>&1; echo rc=$?"):format(preload, tls, opts.hosts, NGINX, prefix))
+  local env = opts.env and opts.env .. " " or ""
+  local out = capture(("%s%s%sZK_HOSTS='%s' %s -p '%s' -c conf/nginx.conf " ..
+    "2>&1; echo rc=$?"):format(preload, tls, env, opts.hosts, NGINX, prefix))
   if not out:match("rc=0%s*$") then
     sh(("rm -rf '%s'"):format(prefix))
     error("nginx did not start:\n" .. out)

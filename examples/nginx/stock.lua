@@ -25,7 +25,11 @@ function M.init_worker()
   end
   zk = assert(zngx.connect(assert(os.getenv("ZK_HOSTS"),
     "ZK_HOSTS is not set"), { session_timeout = 10, tls = tls }))
-  lock = zk:mutex(LOCK)
+  -- the worker's requests queue in the lock's cohort, in front of one node
+  -- (docs/api.md, "Cohorts"); ZK_LOCK_COHORT=off (and `env
+  -- ZK_LOCK_COHORT;` in nginx.conf) gives each its own node, as make
+  -- bench's per-request lines do
+  lock = zk:mutex(LOCK, { cohort = os.getenv("ZK_LOCK_COHORT") ~= "off" })
   -- the fleet's periodic job, run by one worker at a time (leader.lua):
   -- a heartbeat naming the leading worker, and the stock in the log
   require("leader").init_worker(zk, function()

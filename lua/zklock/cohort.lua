@@ -93,12 +93,14 @@ local function alive(att)
 end
 
 -- May the hold go from its holder to w without a request?  Passes count
--- against the limit once a remote contender was seen, and while the
--- listing that would show one is not answered yet.
+-- against the limit once a remote contender was seen: its node listed by
+-- the contenders watch, or the directory's change that will show it
+-- (docs/design.md, section 16).
 local function may_pass(c, w, limit)
   if not w or (w.late and w.late == c.att) then return false end
   local contended, listed = c.att:contenders()
-  if contended or listed == false then return c.passes < limit, true end
+  if listed == nil then c.att:watch_contenders() end
+  if contended or listed == "changed" then return c.passes < limit, true end
   return true, false
 end
 
@@ -224,6 +226,8 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         return nil, "abandoned", "closed"
       elseif st == "held" and c.att == att and att:pass(w.max_hold) then
         c.holder, w.granted, w.gone = w, true, true
+        -- others wait behind: learn of remote contenders from now on
+        if head(c) then att:watch_contenders() end
         local fresh = c.fresh
         c.fresh = nil
         return att, { seq = c.seq, fresh = fresh, read = c.read, w = w }
@@ -377,7 +381,7 @@ function M.stats(f)
     if w and not w.gone and not w.granted then n = n + 1 end
   end
   return { waiting = n, seq = c.seq, passes = c.passes,
-    node = c.att ~= nil }
+    token = c.att and select(2, c.att:info()) }
 end
 
 R.register("attempt_lost", M.attempt_lost)

@@ -80,6 +80,8 @@ struct zkl_lock {
   int contended;   /* another node was seen in the directory: no reuse */
   int listed;      /* the last listing sent with that watch has answered:
                       `contended` is up to date (no reuse until then) */
+  int listed_once; /* one has: a listing out now follows a change (or a
+                      reconnection), a contender perhaps among it */
 };
 
 #define LOCK(t) ((zkl_lock *)(t))

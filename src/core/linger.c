@@ -24,6 +24,7 @@ static void linger_cb(int rc, const struct String_vector *sv,
     if (rc == ZOK && sv) {
       int i;
       l->listed = 1;
+      l->listed_once = 1;
       for (i = 0; i < sv->count; i++)
         if (!l->node || strcmp(sv->data[i], l->node) != 0) l->contended = 1;
       if (l->contended && l->state == L_LINGER) lock_release_locked(l);
@@ -137,7 +138,7 @@ int zkl_lock_contenders(zkl_lock *l, int *listed) {
   int contended;
   pthread_mutex_lock(&l->t.c->mu);
   contended = l->contended;
-  *listed = l->lingers ? l->listed : -1;
+  *listed = !l->lingers ? -1 : l->listed ? 1 : l->listed_once ? 2 : 0;
   pthread_mutex_unlock(&l->t.c->mu);
   return contended;
 }

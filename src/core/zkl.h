@@ -331,7 +331,8 @@ void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
  * 1 when held and passed, 0 when not held (then nothing changes). */
 int zkl_lock_pass(zkl_lock *l, double max_hold);
 /* Has another node been seen in the directory since the contenders watch
- * was set (*listed: its first listing has answered; -1: no watch)? */
+ * was set?  *listed: -1 no watch; 0 its first listing is out; 1 the last
+ * one answered; 2 the directory changed since and its listing is out. */
 int zkl_lock_contenders(zkl_lock *l, int *listed);
 /* A downgraded read (docs/design.md, section 5): l holds only while the
  * write attempt w (same client) does, and ends with it; NULL: on its own

@@ -204,12 +204,14 @@ static int llock_pass(lua_State *L) {
 }
 
 /* attempt:contenders() -> contended, listed: another node seen in the
- * directory since watch_contenders; whether its first listing answered
- * (nil: no watch) */
+ * directory since watch_contenders; listed: nil (no watch), false (its
+ * first listing is out), true (the last one answered), "changed" (the
+ * directory changed since: its listing is out) */
 static int llock_contenders(lua_State *L) {
   int listed;
   lua_pushboolean(L, zkl_lock_contenders(llock_check(L), &listed));
   if (listed < 0) lua_pushnil(L);
+  else if (listed == 2) lua_pushliteral(L, "changed");
   else lua_pushboolean(L, listed);
   return 2;
 }
