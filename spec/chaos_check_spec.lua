@@ -11,13 +11,13 @@ local PLAN = { targets = {
     members = { 1, 2 } },
 } }
 
--- H kind target task ts t0 t1 lost flip token mh rel_t rel_e rel node
+-- H kind target task ts t0 t1 lost flip token mh rel_t rel_e rel pass node
 local function hold(kind, target, task, t0, t1, o)
   o = o or {}
-  return ("H %s %s %s %s %s %s %s %s %s %s %s %s %s %s"):format(kind, target,
-    task, o.ts or -1, t0, t1, o.lost or -1, o.flip or 0, o.token or 1,
-    o.mh or 0, o.rel_t or t1, o.rel_e or t1, o.rel or "ok",
-    o.node or ("/c/" .. target .. "/n-" .. task))
+  return ("H %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s"):format(kind,
+    target, task, o.ts or -1, t0, t1, o.lost or -1, o.flip or 0,
+    o.token or 1, o.mh or 0, o.rel_t or t1, o.rel_e or t1, o.rel or "ok",
+    o.pass or 0, o.node or ("/c/" .. target .. "/n-" .. task))
 end
 
 local function logs(lines) return K.parse(table.concat(lines, "\n")) end
@@ -69,17 +69,23 @@ describe("chaos checkers", function()
 
   it("fencing: a token going back in zxid order, and lost or extra " ..
      "updates", function()
-    local l = logs({ "W m1 5 100 1 ok", "W m1 7 110 2 ok", "W m1 5 120 3 ok" })
+    local l = logs({ "W m1 5 100 1 0 ok", "W m1 7 110 2 0 ok",
+      "W m1 5 120 3 0 ok" })
     assert.equal(1, #K.fencing(l, { m1 = 3 }))
-    l = logs({ "W m1 5 100 1 ok", "W m1 7 110 2 ok" })
+    l = logs({ "W m1 5 100 1 0 ok", "W m1 7 110 2 0 ok" })
     assert.equal(0, #K.fencing(l, { m1 = 2 }))
     assert.equal(1, #K.fencing(l, { m1 = 1 })) -- one lost
     assert.equal(1, #K.fencing(l, { m1 = 3 })) -- one too many
     -- a write of unknown outcome, or sent and never answered, may count
-    l = logs({ "P m1 5 1", "W m1 5 100 1 ok", "P m1 7 2",
-      "W m1 7 0 2 unknown", "P m1 8 3" })
+    l = logs({ "P m1 5 1", "W m1 5 100 1 0 ok", "P m1 7 2",
+      "W m1 7 0 2 0 unknown", "P m1 8 3" })
     assert.equal(0, #K.fencing(l, { m1 = 3 }))
     assert.equal(1, #K.fencing(l, { m1 = 4 }))
+    -- a lock cohort's passes share the node's token: (token, pass) pairs
+    l = logs({ "W m1 5 100 1 0 ok", "W m1 5 110 2 1 ok", "W m1 7 120 3 0 ok" })
+    assert.equal(0, #K.fencing(l, { m1 = 3 }))
+    l = logs({ "W m1 5 100 1 1 ok", "W m1 5 110 2 0 ok" })
+    assert.equal(1, #K.fencing(l, { m1 = 2 }))
   end)
 
   it("rw: a reader that held through its reads and saw an update half " ..
@@ -132,6 +138,30 @@ describe("chaos checkers", function()
     -- started before the contender queued: its turn came first
     assert.equal(0, #K.fifo(logs({ "A mutex m1 c/1.0 1 1.2 5 ok - 5",
       hold("mutex", "m1", "x/2.0", 2, 3, { ts = 1.1 }) }), PLAN))
+  end)
+
+  it("fifo in a lock cohort: the order of the nodes; a pass may go " ..
+     "ahead of a contender queued earlier", function()
+    local plan = { targets = { m1 = { name = "m1", kind = "mutex",
+      path = "/c/m1", cohort = true, pass_limit = 3 } } }
+    -- passes of node 5, then node 7's holder, then node 9's
+    local ok = { "A mutex m1 c/1.0 1 1.2 5 ok - 5",
+      hold("mutex", "m1", "a/1.0", 1, 1.5, { token = 5 }),
+      hold("mutex", "m1", "x/2.0", 2, 3, { ts = 2, token = 5, pass = 1 }),
+      hold("mutex", "m1", "c/1.0", 3, 4, { token = 7 }),
+      hold("mutex", "m1", "y/2.0", 4, 5, { token = 9 }) }
+    assert.equal(0, #K.fifo(logs(ok), plan))
+    -- held on an older node after a newer one held: out of order
+    local bad = { hold("mutex", "m1", "c/1.0", 1, 2, { token = 7 }),
+      hold("mutex", "m1", "x/2.0", 3, 4, { token = 5, pass = 2 }) }
+    assert.equal(1, #K.fifo(logs(bad), plan))
+    -- and a pass going back on its node
+    bad = { hold("mutex", "m1", "c/1.0", 1, 2, { token = 5, pass = 2 }),
+      hold("mutex", "m1", "x/2.0", 3, 4, { token = 5, pass = 1 }) }
+    assert.equal(1, #K.fifo(logs(bad), plan))
+    -- unless a fault fell in between
+    bad[3] = "F cut 2.5 2.6 all"
+    assert.equal(0, #K.fifo(logs(bad), plan))
   end)
 
   it("wedges: a wait that timed out while nobody held the lock", function()

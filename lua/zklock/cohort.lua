@@ -29,6 +29,9 @@ local await = R.await
 -- client -> { key -> cohort }; client -> { attempt serial -> cohort }
 local cohorts = setmetatable({}, R.WEAK_KEYS)
 local by_serial = setmetatable({}, R.WEAK_KEYS)
+-- attempt -> the last pass number its node gave (a lingering node held
+-- again goes on counting)
+local last_seq = setmetatable({}, R.WEAK_KEYS)
 
 -- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
 local abandon = R.abandon
@@ -80,6 +83,7 @@ local function detach(c)
   if att then
     local s = by_serial[c.client]
     if s then s[att:serial()] = nil end
+    last_seq[att] = c.seq
   end
   c.att, c.holder, c.seq, c.passes, c.fresh, c.read, c.known =
     nil, nil, 0, 0, nil, nil, nil
@@ -318,13 +322,15 @@ function M.release(f, att, passable, limit, known)
 end
 
 --- A lingering node held again by its object (lock.lua's relock): the
--- cohort's node when it has none.  Returns the hold's { seq }, or nil
--- (the cohort has a node of its own: this one stands apart).
+-- cohort's node when it has none (else it stands apart).  Returns what
+-- the hold needs to know: its pass number goes on from the node's last.
 function M.adopt(f, att)
+  local seq = (last_seq[att] or 0) + 1
+  last_seq[att] = seq
   local c = cohort_of(f)
-  if c.att then return nil end
+  if c.att then return { seq = seq, passed = true } end
   local w = { granted = true, gone = true }
-  c.att, c.holder, c.seq, c.passes = att, w, 0, 0
+  c.att, c.holder, c.seq, c.passes = att, w, seq, 0
   local s = by_serial[f.client]
   if not s then
     s = setmetatable({}, R.WEAK_VALUES)

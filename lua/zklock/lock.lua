@@ -505,7 +505,7 @@ function Lock:acquire(timeout, opts)
   end
   if over then att:rest_on(over) end -- (C ends the read with the write)
   own = { att = att, count = 1, over = over, seq = info and info.seq,
-    sentinel = info and cohort.sentinel(f, att, info) }
+    sentinel = info and info.w and cohort.sentinel(f, att, info) }
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so

@@ -338,10 +338,15 @@ function K.fifo(logs, plan, after)
     local t = plan and plan.targets[name]
     return t and t.cohort
   end
-  for name, hs in pairs(holds) do
-    if cohort(name) then
-      local sorted = {}
-      for _, h in ipairs(hs) do sorted[#sorted + 1] = h end
+  local by_node = {}
+  for _, h in ipairs(list(logs, "H")) do
+    if h.kind == "mutex" and cohort(h.target) then
+      by_node[h.target] = by_node[h.target] or {}
+      table.insert(by_node[h.target], h)
+    end
+  end
+  for name, sorted in pairs(by_node) do
+    do
       table.sort(sorted, function(a, b) return a.t0 < b.t0 end)
       local top
       for _, x in ipairs(sorted) do
