@@ -182,7 +182,7 @@ for _, name in ipairs(loops.available()) do
       local L = loops.new(name)
       local zk = assert(L.connect(srv.connect_string))
       local other = H.connect(srv)
-      local revoked, got = false, false
+      local revoked, got, held = false, false, false
       L.spawn(function()
         local m = zk:mutex(path)
         m:on_revoke(function(lock)
@@ -190,6 +190,7 @@ for _, name in ipairs(loops.available()) do
           revoked = true
         end)
         assert(m:acquire(10))
+        held = true
         -- a second coroutine queued behind the revocable hold
         L.spawn(function()
           local m2 = zk:mutex(path)
@@ -200,7 +201,7 @@ for _, name in ipairs(loops.available()) do
       end)
       local asked = false
       L.every(0.01, function()
-        if not asked and waiters(zk, other, path) == 1 then
+        if not asked and held and waiters(zk, other, path) == 1 then
           asked = true
           assert.equal(1, zklock.revoke(other, path))
         end
