@@ -191,6 +191,35 @@ describe("lock cohorts", function()
     assert.same({ "from the first", 0 }, { zk:get(node) })
   end)
 
+  it_yields("hands on only the last holder's write: a hold in between " ..
+     "that wrote otherwise leaves nothing to hand on", function()
+    -- (the chaos run found it: a stale value handed on, a lost update)
+    local path, node = H.path("cohort-stale"), H.path("cohort-stale-data")
+    local a, b, c = zk:mutex(path), zk:mutex(path), zk:mutex(path)
+    local got
+    H.run(zk, {
+      function()
+        assert(a:acquire(5, { read = node }))
+        yield_until(function() return a:local_waiters() == 2 end)
+        assert(a:release({ write = node, data = "1" }))
+      end,
+      function()
+        coroutine.yield()
+        assert(b:acquire(20))
+        assert(b:fenced_set(node, "2"))
+        assert(b:release())
+      end,
+      function()
+        coroutine.yield()
+        coroutine.yield()
+        local _, data = assert(c:acquire(20, { read = node }))
+        got = data
+        assert(c:release())
+      end,
+    }, 30)
+    assert.equal("2", got)
+  end)
+
   it_yields("a holder past its max_hold lets the next waiter hold, on a " ..
      "new node", function()
     local path = H.path("cohort-maxhold")

@@ -179,7 +179,7 @@ end
 -- sentinel's finalizer marked it dropped): it goes on, or the node goes.
 local function take_over_dropped(c)
   local att = c.att
-  c.holder = nil
+  c.holder, c.known = nil, nil
   if not hand_on(c, R.PASS_LIMIT_DEFAULT, att:held()) then
     detach(c)
     att:release()
@@ -307,14 +307,16 @@ end
 
 --- The hold of att ends (its holder's release).  passable: the hold may
 -- go on (held, not revoked, no downgrade resting on it); known: { path,
--- data, version } written with the release.  Returns true when passed;
+-- data, version } written with the release, for the next hold only (a
+-- hold that wrote it otherwise, or not at all, leaves nothing: the value
+-- would be stale).  Returns true when passed;
 -- else the cohort let go of the node (the caller gives it back or keeps
 -- it lingering) and the next waiter queues anew.
 function M.release(f, att, passable, limit, known)
   local c = cohort_held(f, att)
   if not c then return false end
   c.holder = nil
-  if known then c.known = known end
+  c.known = known
   if passable and hand_on(c, limit or R.PASS_LIMIT_DEFAULT, true) then return true end
   detach(c)
   forget_if_idle(c)

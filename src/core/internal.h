@@ -17,7 +17,8 @@
  *               task), bottom up; locksession.c its class, lockapi.c the
  *               Lua thread's side (attempt.h between them)
  *   op.c        the base of ops Lua polls for   (a task)
- *   oneshot.c write.c barrier.c dbarrier.c holders.c  the ops (each an op)
+ *   oneshot.c write.c barrier.c dbarrier.c holders.c signal.c  the ops
+ *               (each an op)
  *
  * Threads: ZooKeeper's completion thread runs every callback; the timer
  * thread probes and declares holds lost; the Lua thread starts, polls and
