@@ -41,7 +41,8 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
        libssl-dev libsasl2-dev libsasl2-modules openssl lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
-       nginx-light libnginx-mod-http-lua curl wrk python3-prometheus-client \
+       nginx-light libnginx-mod-http-lua curl wrk nghttp2-client \
+       python3-prometheus-client \
        lua-cqueues lua-luv lua-copas \
        luarocks
 # and for the maintainers' targets: `make lint` luacheck; `make docs`
@@ -272,7 +273,3 @@ build/floor: bench/floor.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt
 
-# flood: 100,000 HTTP requests held open at once on loopback (make bench)
-build/flood: bench/flood.c
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -std=gnu99 -o $@ bench/flood.c

@@ -22,8 +22,9 @@
 --                    by another request: the lock's nodes meanwhile,
 --                    /ping times, then the drain (in a cohort; and
 --                    w4.queue.per_request, each its own node)
---   w4.queue100k     the same with 100,000 requests (bench/flood.c holds
---                    them open), in a cohort
+--   w4.queue100k     the same with 100,000 requests, in a cohort, over
+--                    HTTP/2 (h2load: 100 connections of 1000 streams, so
+--                    that they fit the descriptors a process may have)
 -- Run from the project root under LuaJIT or Lua 5.4 (it drives nginx and
 -- wrk from outside).
 package.path = "./?.lua;" .. package.path
@@ -34,6 +35,7 @@ local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
 
 local SECS = tonumber(os.getenv("BENCH_W4_SECS")) or 10
+local H2_CONNS = 100 -- (w4.queue100k: HTTP/2 connections)
 local CONNS = 100
 local STOCK = tonumber(os.getenv("BENCH_W4_STOCK")) or 1500
 
@@ -238,10 +240,15 @@ local ok, err = pcall(function()
   -- thousands of requests queued on one lock, in one worker, on one
   -- session, while /ping is timed
   local function queue(name, n, opts)
+    local h2port = opts.h2 and tcore.free_port()
+    local h2 = opts.h2 and ("listen 127.0.0.1:%d http2;\n" ..
+      "http2_max_concurrent_streams %d;\n"):format(h2port,
+      math.ceil(n / H2_CONNS)) or ""
+    local fds = opts.h2 and 4 * H2_CONNS + 2000 or 2 * n + 2000
     local c = N.start { hosts = srv.connect_string, workers = 1,
-      extra = HOLD, worker_connections = n + 1000, env = opts.env,
-      main = "worker_rlimit_nofile " .. (2 * n + 2000) .. ";\n" ..
-        (opts.main or "") }
+      extra = HOLD .. h2, worker_connections = math.min(n, 18000) + 1000,
+      env = opts.env,
+      main = "worker_rlimit_nofile " .. fds .. ";\n" .. (opts.main or "") }
     local function worker_rss_kb()
       local fh = io.open("/proc/" .. c:workers()[1] .. "/status")
       local kb = fh and tonumber(fh:read("*a"):match("VmRSS:%s*(%d+)"))
@@ -266,8 +273,10 @@ local ok, err = pcall(function()
     end
     local rss0 = worker_rss_kb()
     local wait_all
-    if opts.flood then
-      wait_all = N.flood(c, "/buy_queued", n, 900)
+    if opts.h2 then
+      local wait_h2 = N.h2load_bg(("http://127.0.0.1:%d/buy_queued"):format(
+        h2port), n, H2_CONNS, 1200)
+      wait_all = function() return (wait_h2()) end
     else
       local batches = {}
       for i = 1, n, 250 do -- (curl runs at most 300 transfers at once)
@@ -287,7 +296,7 @@ local ok, err = pcall(function()
         return count
       end
     end
-    deadline = core.now() + (opts.flood and 600 or 90)
+    deadline = core.now() + (opts.h2 and 600 or 90)
     local t_q = core.now()
     while queued() < n do
       assert(core.now() < deadline, "requests never all queued")
@@ -326,7 +335,7 @@ local ok, err = pcall(function()
     queue("w4.queue.per_request", QUEUE, PER_REQUEST)
   end
   local BIG = tonumber(os.getenv("BENCH_W4_QUEUE100K")) or 100000
-  if BIG > 0 then queue("w4.queue100k", BIG, { flood = true }) end
+  if BIG > 0 then queue("w4.queue100k", BIG, { h2 = true }) end
   zk:close()
 end)
 N.stop_all()

@@ -60,6 +60,7 @@ describe("lock cohorts", function()
         assert(m:release())
       end
     end
+    local kinds0 = zk:stats().kinds.mutex or { acquires = 0, passes = 0 }
     local most, r0 = 0, nil
     H.run(zk, fns, 60, function()
       local n = #nodes(path)
@@ -79,6 +80,10 @@ describe("lock cohorts", function()
     -- other N - 1 were passed: the server wrote the holder's delete and
     -- our node's, not N creates and deletes
     assert.is_true(writes <= 3, "write transactions: " .. writes)
+    -- metrics: the passes counted apart, of the acquires
+    local kinds = zk:stats().kinds.mutex
+    assert.equal(N, kinds.acquires - kinds0.acquires)
+    assert.equal(N - 1, kinds.passes - kinds0.passes)
     for i = 2, N do
       assert.equal(tokens[1][1], tokens[i][1])
       assert.equal(i - 1, tokens[i][2]) -- the pass

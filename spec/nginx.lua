@@ -224,6 +224,37 @@ function N.parallel_bg(urls, max_time)
   end
 end
 
+--- `n` GETs of `url` (an HTTP/2 listener without TLS) all in flight at
+-- once, through h2load (nghttp2-client): `conns` connections of up to
+-- ceil(n / conns) streams each, so that a hundred thousand requests fit in
+-- a few descriptors.  In the background: returns a function that waits
+-- for them (bounded) and gives status -> how many, by class (200: 2xx,
+-- 409: 4xx, 503: 5xx, 0: not answered), and how many answered.
+function N.h2load_bg(url, n, conns, max_time)
+  local tag = ("%s/zklock-h2-%d-%d"):format(TMP, core.pid(), math.random(1e9))
+  local streams = math.ceil(n / conns)
+  sh(("(h2load -n %d -c %d -m %d '%s' >'%s.out' 2>&1; echo done >'%s.done') " ..
+    ">/dev/null 2>&1 &"):format(n, conns, streams, url, tag, tag))
+  return function()
+    local deadline = core.now() + (max_time or 600)
+    while not slurp(tag .. ".done") do
+      assert(core.now() < deadline, "h2load never finished")
+      tcore.sleep(0.1)
+    end
+    local out = slurp(tag .. ".out") or ""
+    os.remove(tag .. ".out"); os.remove(tag .. ".done")
+    local c2, c3, c4, c5 = out:match(
+      "status codes: (%d+) 2xx, (%d+) 3xx, (%d+) 4xx, (%d+) 5xx")
+    if not c2 then error("h2load said:\n" .. out) end
+    local count = { [200] = tonumber(c2), [409] = tonumber(c4),
+      [503] = tonumber(c5) }
+    local answered = count[200] + count[409] + count[503] + tonumber(c3)
+    if n > answered then count[0] = n - answered end
+    for code, k in pairs(count) do if k == 0 then count[code] = nil end end
+    return count, answered
+  end
+end
+
 --- `N.parallel_bg(urls, max_time)`, waited for.
 function N.parallel(urls, max_time)
   return N.parallel_bg(urls, max_time)()

@@ -342,14 +342,18 @@ function M.adopt(f, att)
   return { seq = 0, passed = true, w = w }
 end
 
-local newproxy = newproxy -- (LuaJIT: tables have no __gc)
+-- An object whose finalizer runs fn, protected: an error raised in a
+-- finalizer would surface wherever the collector happened to run
+-- (LuaJIT), and an object fn touches may be collected in the same cycle.
+local newproxy, pcall = newproxy, pcall -- (LuaJIT: tables have no __gc)
 local function finalized(fn)
+  local function gc() pcall(fn) end
   if newproxy then
     local p = newproxy(true)
-    getmetatable(p).__gc = fn
+    getmetatable(p).__gc = gc
     return p
   end
-  return setmetatable({}, { __gc = fn })
+  return setmetatable({}, { __gc = gc })
 end
 
 --- What a hold of f's cohort keeps (its `info`, from take or adopt): an
