@@ -107,7 +107,7 @@ local function fairness(hosts)
       while not stop do
         assert(m:acquire(60))
         local token, pass = m:token()
-        last[token] = math.max(last[token] or 0, pass)
+        last[token] = math.max(last[token] or 0, pass or 0)
         coroutine.yield() -- (the hold spans a round)
         assert(m:release())
       end

@@ -7,15 +7,18 @@
 -- the remote contenders.  The node belongs to the cohort, not to a
 -- waiter: a waiter that gives up leaves the node to the next one.
 --
--- A cohort: { client, key, att (the node's attempt, queued or held, or
+-- A cohort: { cref (its client, weakly: LuaJIT's weak keys are no
+-- ephemerons, and cohorts[client] must not keep the client), key, att (the node's attempt, queued or held, or
 -- nil), holder (the waiter record it was passed or granted to, until its
 -- hold ends; nil), q (waiters, q.first..q.last; gone ones skipped), seq
 -- (passes of this node: the composite token's second half), passes (those
 -- that count against pass_limit), fresh (the att came from ZooKeeper and
 -- its read with the acquire is unread), read (its path), known ({ path,
 -- data, version }: the last write with a release passed on) }.
--- A waiter: { max_hold, sig (its signal, client:_signal()), late (came
--- while a remote contender was known: no pass to it), granted, gone }.
+-- A waiter: { max_hold, limit (its lock object's pass_limit), sig (its
+-- signal, client:_signal()), on (what it waits on, in R.abandon), late
+-- (came while a remote contender was known: no pass to it), granted,
+-- gone, dropped (its hold's lock object was collected unreleased) }.
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 R.internal_file()
@@ -45,8 +48,8 @@ local function cohort_of(f)
   local key = f.kind .. " " .. f.dir
   local c = all[key]
   if not c then
-    c = { client = f.client, key = key, q = { first = 1, last = 0 },
-      seq = 0, passes = 0 }
+    c = { cref = setmetatable({ f.client }, R.WEAK_VALUES), key = key,
+      q = { first = 1, last = 0 }, seq = 0, passes = 0 }
     all[key] = c
   end
   return c
@@ -67,7 +70,7 @@ end
 
 local function forget_if_idle(c)
   if c.att == nil and c.holder == nil and head(c) == nil then
-    local all = cohorts[c.client]
+    local all = c.cref[1] and cohorts[c.cref[1]]
     if all and all[c.key] == c then all[c.key] = nil end
   end
 end
@@ -81,7 +84,7 @@ end
 local function detach(c)
   local att = c.att
   if att then
-    local s = by_serial[c.client]
+    local s = c.cref[1] and by_serial[c.cref[1]]
     if s then s[att:serial()] = nil end
     last_seq[att] = c.seq
   end
@@ -131,11 +134,11 @@ end
 local function leave(c, w)
   if w.gone then return end
   w.gone = true
-  if w.on then abandon[w.on] = nil end
+  if w.on then abandon[w.on], w.on = nil, nil end
   if w.granted and c.holder == w then -- passed to it, never taken
     c.holder = nil
     local att = c.att
-    if not hand_on(c, R.PASS_LIMIT_DEFAULT, true) then
+    if not hand_on(c, w.limit, true) then
       detach(c)
       if att then att:release() end
     end
@@ -160,7 +163,10 @@ function M.attempt_lost(client, serial)
   local c = s and s[serial]
   if not c then return 0 end
   s[serial] = nil
-  if c.att and c.att:serial() == serial then detach(c) end
+  if c.att and c.att:serial() == serial then
+    detach(c)
+    forget_if_idle(c)
+  end
   return 0
 end
 
@@ -168,7 +174,8 @@ end
 -- acquire that fails leaves no node behind
 local function leave_wait(c, w)
   local att = leave(c, w)
-  if att then await(c.client, att, R.grace(c.client)) end
+  local client = c.cref[1]
+  if att and client then await(client, att, R.grace(client)) end
 end
 
 local function timeout_msg(f, timeout)
@@ -178,9 +185,9 @@ end
 -- A hold whose lock object was collected without a release (its
 -- sentinel's finalizer marked it dropped): it goes on, or the node goes.
 local function take_over_dropped(c)
-  local att = c.att
+  local att, limit = c.att, c.holder.limit
   c.holder, c.known = nil, nil
-  if not hand_on(c, R.PASS_LIMIT_DEFAULT, att:held()) then
+  if not hand_on(c, limit, att:held()) then
     detach(c)
     att:release()
   end
@@ -195,11 +202,17 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
     if w.granted then
       w.gone = true
       if w.on then abandon[w.on], w.on = nil, nil end
+      if c.holder == w and not alive(c.att) then -- (not told yet)
+        detach(c)
+      end
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
           "ended before it ran"):format(f.path), "lock_lost"
       end
       return c.att, { seq = c.seq, passed = true, known = c.known, w = w }
+    end
+    if w.gone then -- (abandoned by zklock.ngx's sweep: it left the queue)
+      return nil, "abandoned", "closed"
     end
     local c_closed, cmsg, ccode = R.closed(client)
     if c_closed then leave_wait(c, w); return nil, cmsg, ccode end
@@ -222,6 +235,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         s[att:serial()] = c
       end
       local att = c.att
+      if w.on then abandon[w.on] = nil end
       abandon[att], w.on = function() leave(c, w) end, att
       local st, msg, code = await(client, att, deadline,
         client:session_timeout())
@@ -238,14 +252,15 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
       elseif st == "timeout" then
         leave_wait(c, w)
         return nil, timeout_msg(f, timeout), "timeout"
-      elseif st ~= "held" and c.att == att then
-        -- the node is lost or failed: this waiter fails with it (as a
-        -- per-request acquire would), the next one queues anew
+      elseif c.att == att then
+        -- the node is lost or failed (or held and no longer believed, as
+        -- good as lost): this waiter fails with it, as a per-request
+        -- acquire would, and the next one queues anew
         detach(c)
         att:release()
         leave(c, w)
         await(client, att, R.grace(client))
-        if st == "done" then
+        if st == "done" or st == "held" then
           return nil, ("lock lost: the hold of %s ended as it began " ..
             "(past max_hold, or no answer from ZooKeeper for a session " ..
             "timeout)"):format(f.path), "lock_lost"
@@ -255,19 +270,68 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
     else
       local sig = w.sig
       if not sig or sig:poll() == "done" then
-        if sig then abandon[sig] = nil end
         local msg, code
         sig, msg, code = client:_signal()
         if not sig then leave_wait(c, w); return nil, msg, code end
         w.sig = sig
+        if w.on then abandon[w.on] = nil end
         abandon[sig], w.on = function() leave(c, w) end, sig
       end
-      if await(client, sig, deadline) == "timeout" and not w.granted then
+      -- (a finalizer may have run since the look above: a dropped hold's
+      -- sentinel fires the signal it found, perhaps the one replaced)
+      local again = w.granted or (c.holder and c.holder.dropped) or
+        (head(c) == w and not c.holder)
+      if not again and await(client, sig, deadline) == "timeout" and
+          not w.granted then
         leave_wait(c, w)
         return nil, timeout_msg(f, timeout), "timeout"
       end
     end
   end
+end
+
+-- An object whose finalizer runs fn, protected: an error raised in a
+-- finalizer would surface wherever the collector happened to run
+-- (LuaJIT), and an object fn touches may be collected in the same cycle.
+local newproxy, pcall = newproxy, pcall -- (LuaJIT: tables have no __gc)
+local function finalized(fn)
+  local function gc() pcall(fn) end
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = gc
+    return p
+  end
+  return setmetatable({}, { __gc = gc })
+end
+
+-- The sentinel of waiter w: kept by the waiting coroutine, then by the
+-- hold it took (lock.lua's hold record).  Should the coroutine, or the
+-- hold's lock object, be collected before the hold was given back (a
+-- request nginx finalized before it ran again, a lock dropped while
+-- held), its finalizer hands the node on: it marks the hold dropped (the
+-- next waiter takes it over) or the waiter gone, and fires the first
+-- waiter still waiting; with nobody waiting, the node goes, as the
+-- attempt's own finalizer does outside a cohort.  A finalizer may run
+-- anywhere: it only marks, fires and releases (C).
+local function watch_over(c, w)
+  return finalized(function()
+    if c.holder == w then w.dropped = true
+    elseif not w.gone then w.gone = true
+    else return end
+    local q = c.q
+    for i = q.first, q.last do
+      local h = q[i]
+      if h and not h.gone and not h.granted then
+        if h.sig then h.sig:_fire() end
+        return
+      end
+    end
+    local att = c.att
+    if att and (c.holder == w or c.holder == nil) then
+      c.att, c.holder = nil, nil -- (nobody waits: the node goes)
+      att:release()
+    end
+  end)
 end
 
 --- Queue in f's cohort and wait (at most `timeout` seconds) to hold its
@@ -277,7 +341,7 @@ end
 -- release), or nil, msg, code.
 function M.take(f, timeout, max_hold, read, start)
   local c = cohort_of(f)
-  local w = { max_hold = max_hold }
+  local w = { max_hold = max_hold, limit = f.pass_limit }
   local q = c.q
   q.last = q.last + 1
   q[q.last] = w
@@ -285,11 +349,13 @@ function M.take(f, timeout, max_hold, read, start)
     -- someone holds: learn whether remote contenders queue, for the pass
     -- limit; one seen already: this waiter queues behind them
     c.att:watch_contenders()
-    local contended, listed = c.att:contenders()
     if c.att:contenders() then w.late = c.att end
   end
-  return R.guarded(function() leave(c, w) end, wait_turn, f, c, w, timeout,
-    timeout and now() + timeout, read, start)
+  local sentinel = watch_over(c, w)
+  local att, info, code = R.guarded(function() leave(c, w) end, wait_turn,
+    f, c, w, timeout, timeout and now() + timeout, read, start)
+  if att then info.sentinel = sentinel end
+  return att, info, code
 end
 
 -- The cohort a held attempt belongs to, if it is still its node.
@@ -331,7 +397,7 @@ function M.adopt(f, att)
   last_seq[att] = seq
   local c = cohort_of(f)
   if c.att then return { seq = seq, passed = true } end
-  local w = { granted = true, gone = true }
+  local w = { granted = true, gone = true, limit = f.pass_limit }
   c.att, c.holder, c.seq, c.passes = att, w, seq, 0
   local s = by_serial[f.client]
   if not s then
@@ -339,46 +405,7 @@ function M.adopt(f, att)
     by_serial[f.client] = s
   end
   s[att:serial()] = c
-  return { seq = 0, passed = true, w = w }
-end
-
--- An object whose finalizer runs fn, protected: an error raised in a
--- finalizer would surface wherever the collector happened to run
--- (LuaJIT), and an object fn touches may be collected in the same cycle.
-local newproxy, pcall = newproxy, pcall -- (LuaJIT: tables have no __gc)
-local function finalized(fn)
-  local function gc() pcall(fn) end
-  if newproxy then
-    local p = newproxy(true)
-    getmetatable(p).__gc = gc
-    return p
-  end
-  return setmetatable({}, { __gc = gc })
-end
-
---- What a hold of f's cohort keeps (its `info`, from take or adopt): an
--- object whose finalizer, should the hold's lock object be collected
--- without a release, hands the node on (the head waiter takes it) or lets
--- it go, as the attempt's own finalizer does outside a cohort.  A
--- finalizer may run anywhere: it only marks, fires and releases (C).
-function M.sentinel(f, att, info)
-  local client, key, w = f.client, f.kind .. " " .. f.dir, info.w
-  return finalized(function()
-    local all = cohorts[client]
-    local c = all and all[key]
-    if not (c and c.holder == w and c.att == att) then return end
-    w.dropped = true
-    local q = c.q
-    for i = q.first, q.last do
-      local h = q[i]
-      if h and not h.gone and not h.granted then
-        if h.sig then h.sig:_fire() end
-        return
-      end
-    end
-    c.att, c.holder = nil, nil -- (nobody waits: the node goes)
-    att:release()
-  end)
+  return { seq = seq, passed = true, w = w, sentinel = watch_over(c, w) }
 end
 
 --- The numbers of f's cohort (docs/api.md): waiters queued, passes of

@@ -493,8 +493,9 @@ function Lock:acquire(timeout, opts)
       -- (a reused or passed node read nothing with its acquire: a plain
       -- get now)
       data, version, code = R.guarded(function()
-        if info then cohort.release(f, att, true, f.pass_limit) end
-        att:release()
+        if not (info and cohort.release(f, att, true, f.pass_limit)) then
+          att:release()
+        end
       end, read_held, client, timeout, read)
     end
     if data == nil and code then -- a read refused (no auth...): let go
@@ -505,7 +506,7 @@ function Lock:acquire(timeout, opts)
   end
   if over then att:rest_on(over) end -- (C ends the read with the write)
   own = { att = att, count = 1, over = over, seq = info and info.seq,
-    sentinel = info and info.w and cohort.sentinel(f, att, info) }
+    sentinel = info and info.sentinel } -- (cohort.lua: watch_over)
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so
@@ -720,16 +721,17 @@ end
 --- The fencing token of the calling coroutine's hold: the lock node's
 -- czxid, strictly increasing across every holder of every lock on the
 -- ensemble (an integer on Lua 5.4; on LuaJIT a number, exact below 2^53);
--- for a lock in a cohort, also the pass: holds passed within one process
--- share the node, and so its czxid, and count 0, 1, 2... (compare
--- (czxid, pass) pairs; docs/api.md, "Cohorts").
+-- and, for a hold passed within a lock cohort, the pass: such holds share
+-- the node, and so its czxid, and count 1, 2... after the hold that took
+-- the node (compare (czxid, pass) pairs, the pass 0 when absent;
+-- docs/api.md, "Lock cohorts").
 -- @treturn ?number the token, or nil when not held
--- @treturn ?number the pass, for a lock in a cohort
+-- @treturn ?number the pass, for a hold passed within a cohort
 function Lock:token()
   local h = hold_of(fields(self, "token"))
   if not h or not live(h) then return nil end
   local czxid = select(2, h.att:info())
-  if h.seq then return czxid, h.seq end
+  if h.seq and h.seq > 0 then return czxid, h.seq end
   return czxid
 end
 

@@ -172,14 +172,19 @@ function MultiLock:is_held()
   return true
 end
 
---- The tokens of every lock, in the canonical order.
+--- The tokens of every lock, in the canonical order; and their passes
+-- (0 outside a lock cohort: docs/api.md, "Lock cohorts").
 -- @treturn ?{number,...} the tokens, or nil when not held
+-- @treturn ?{number,...} the passes
 function MultiLock:token()
   local m = multi_fields(self, "token")
   if not self:is_held() then return nil end
-  local t = {}
-  for i, l in ipairs(m.locks) do t[i] = l:token() end
-  return t
+  local t, passes = {}, {}
+  for i, l in ipairs(m.locks) do
+    local token, pass = l:token()
+    t[i], passes[i] = token, pass or 0
+  end
+  return t, passes
 end
 
 --- The participants of every lock, by path: `{ [path] = { node, ... } }`.
