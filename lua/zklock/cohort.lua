@@ -170,6 +170,15 @@ function M.attempt_lost(client, serial)
   return 0
 end
 
+-- What leaves the queue for w when its wait is abandoned (R.abandon).
+-- Made here, not in wait_turn: a closure there would refer to the
+-- waiting frame's own variables, which zklock.ngx's sweep reads after
+-- nginx dropped that coroutine (and perhaps reused its stack for another
+-- request); these are this function's, closed when it returns.
+local function leaver(c, w)
+  return function() leave(c, w) end
+end
+
 -- leave, and wait (a grace period) for a node let go of to be gone: an
 -- acquire that fails leaves no node behind
 local function leave_wait(c, w)
@@ -236,7 +245,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
       end
       local att = c.att
       if w.on then abandon[w.on] = nil end
-      abandon[att], w.on = function() leave(c, w) end, att
+      abandon[att], w.on = leaver(c, w), att
       local st, msg, code = await(client, att, deadline,
         client:session_timeout())
       abandon[att], w.on = nil, nil
@@ -275,7 +284,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         if not sig then leave_wait(c, w); return nil, msg, code end
         w.sig = sig
         if w.on then abandon[w.on] = nil end
-        abandon[sig], w.on = function() leave(c, w) end, sig
+        abandon[sig], w.on = leaver(c, w), sig
       end
       -- (a finalizer may have run since the look above: a dropped hold's
       -- sentinel fires the signal it found, perhaps the one replaced)
