@@ -302,9 +302,11 @@ describe("lock cohorts", function()
     local m, w = zk:mutex(path), zk:mutex(path)
     m:on_revoke(function(l) order[#order + 1] = "revoked"; l:release() end)
     local remote = zk2:mutex(path)
+    local held = false
     H.run(zk, {
       function()
         assert(m:acquire(5))
+        held = true
         -- a local waiter queued first, a remote contender after it
         yield_until(function()
           return m:local_waiters() == 1 and #nodes(path) == 2
@@ -318,7 +320,7 @@ describe("lock cohorts", function()
         assert(w:release())
       end,
       function()
-        yield_until(function() return m:local_waiters() == 1 end)
+        yield_until(function() return held and m:local_waiters() == 1 end)
         assert(remote:acquire(20))
         order[#order + 1] = "remote"
         assert(remote:release())
