@@ -125,9 +125,12 @@ int zkl_lock_pass(zkl_lock *l, double max_hold) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
+    double was = l->hold_until;
     l->max_hold = max_hold > 0 ? max_hold : 0;
     l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
-    zkl_client_rearm(l->t.c);
+    /* the timer thread reckons its sleep anew only for a time limit: it
+     * looks at every task of the client, and a pass is made per request */
+    if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
     ok = 1;
   }
   pthread_mutex_unlock(&l->t.c->mu);
