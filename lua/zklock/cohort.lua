@@ -26,14 +26,14 @@ R.internal_file()
 local M = {}
 
 local now = core.now
-local setmetatable, getmetatable = setmetatable, getmetatable
+local setmetatable, getmetatable, pairs = setmetatable, getmetatable,
+  pairs
 local await = R.await
 
--- client -> { key -> cohort }; client -> { attempt serial -> cohort }
+-- client -> { key -> cohort }
 local cohorts = setmetatable({}, R.WEAK_KEYS)
-local by_serial = setmetatable({}, R.WEAK_KEYS)
--- attempt -> the last pass number its node gave (a lingering node held
--- again goes on counting)
+-- attempt -> the last pass number its node gave, for a node that lingers
+-- (lock caching: held again, it goes on counting); set by lock.lua
 local last_seq = setmetatable({}, R.WEAK_KEYS)
 
 -- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
@@ -82,12 +82,6 @@ end
 -- The cohort's node is no longer its own (given back, lingering, lost):
 -- the next waiter queues a new one.
 local function detach(c)
-  local att = c.att
-  if att then
-    local s = c.cref[1] and by_serial[c.cref[1]]
-    if s then s[att:serial()] = nil end
-    last_seq[att] = c.seq
-  end
   c.att, c.holder, c.seq, c.passes, c.fresh, c.read, c.known =
     nil, nil, 0, 0, nil, nil, nil
   wake(head(c))
@@ -159,13 +153,12 @@ end
 -- max_hold): the holder is detached (it learns it at its release) and
 -- the next waiter queues a new node.
 function M.attempt_lost(client, serial)
-  local s = by_serial[client]
-  local c = s and s[serial]
-  if not c then return 0 end
-  s[serial] = nil
-  if c.att and c.att:serial() == serial then
-    detach(c)
-    forget_if_idle(c)
+  for _, c in pairs(cohorts[client] or {}) do -- (a client has few)
+    if c.att and c.att:serial() == serial then
+      detach(c)
+      forget_if_idle(c)
+      return 0
+    end
   end
   return 0
 end
@@ -236,12 +229,6 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         if not att then leave_wait(c, w); return nil, msg, code end
         if w.gone then att:release(); return nil, "abandoned", "closed" end
         c.att, c.fresh, c.read, c.seq, c.passes = att, true, read, 0, 0
-        local s = by_serial[client]
-        if not s then
-          s = setmetatable({}, R.WEAK_VALUES)
-          by_serial[client] = s
-        end
-        s[att:serial()] = c
       end
       local att = c.att
       if w.on then abandon[w.on] = nil end
@@ -408,13 +395,13 @@ function M.adopt(f, att)
   if c.att then return { seq = seq, passed = true } end
   local w = { granted = true, gone = true, limit = f.pass_limit }
   c.att, c.holder, c.seq, c.passes = att, w, seq, 0
-  local s = by_serial[f.client]
-  if not s then
-    s = setmetatable({}, R.WEAK_VALUES)
-    by_serial[f.client] = s
-  end
-  s[att:serial()] = c
   return { seq = seq, passed = true, w = w, sentinel = watch_over(c, w) }
+end
+
+--- The node of att lingers (lock.lua): its passes so far, for a hold
+-- that takes it again.
+function M.lingers(att, seq)
+  last_seq[att] = seq
 end
 
 --- The numbers of f's cohort (docs/api.md): waiters queued, passes of

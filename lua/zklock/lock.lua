@@ -640,6 +640,7 @@ function Lock:release(opts)
     local att = own.att
     if held and att:linger(f.linger) then
       hold_ended(f.client, att, true)
+      if f.cohort then cohort.lingers(att, own.seq or 0) end
       f.lingering = att
       return true
     end
