@@ -8,10 +8,11 @@
 -- waiter: a waiter that gives up leaves the node to the next one.
 --
 -- A cohort: { cref (its client, weakly: LuaJIT's weak keys are no
--- ephemerons, and cohorts[client] must not keep the client), key, att (the node's attempt, queued or held, or
--- nil), holder (the waiter record it was passed or granted to, until its
--- hold ends; nil), q (waiters, q.first..q.last; gone ones skipped), seq
--- (passes of this node: the composite token's second half), passes (those
+-- ephemerons, and cohorts[client] must not keep the client), key, att
+-- (the node's attempt, queued or held, or nil), holder (the waiter record
+-- it was passed or granted to, until its hold ends; nil), q (waiters,
+-- q.first..q.last; gone ones skipped), seq (passes of this node: the
+-- composite token's second half), passes (those
 -- that count against pass_limit), fresh (the att came from ZooKeeper and
 -- its read with the acquire is unread), read (its path), known ({ path,
 -- data, version }: the last write with a release passed on) }.

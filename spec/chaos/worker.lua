@@ -429,9 +429,9 @@ local function mutex_hold(task, t, obj, how, revocable)
   end
   if guarded then
     local v = counter_value(data) + 1
-    local token, pass = obj:token()
-    h.token = token or h.token -- (nil at the acquire in a reconnection)
-    h.pass = pass or h.pass
+    local now_token, now_pass = obj:token()
+    h.token = now_token or h.token -- (nil at the acquire in a reconnection)
+    h.pass = now_pass or h.pass
     L("P", t.name, h.token, v)
     local r, err, zxid = released(h, function()
       return obj:release({ write = t.counter, data = counter_data(v, big) })
