@@ -182,6 +182,10 @@ describe("lock cohorts", function()
         yield_until(function() return m1:local_waiters() == 1 end)
         assert(m1:release({ write = node, data = "from the first" }))
         r0 = zk:stats().requests
+        -- passed on: the first's hold has ended, its fenced writes are
+        -- refused here, before any request
+        assert.is_false(m1:is_held())
+        assert.has_error(function() m1:fenced_set(node, "stale") end)
       end,
       function()
         yield_until(function() return first end)
