@@ -202,6 +202,24 @@ local function tally(out)
   return count, n
 end
 
+-- Run shell command `cmd` in the background, its output kept under the
+-- file name `tag`: returns a function that waits for it (at most `secs`;
+-- `what` names it in the error) and gives that output, its files gone.
+local function in_background(cmd, tag)
+  sh(("(%s >'%s.out' 2>&1; echo done >'%s.done') >/dev/null 2>&1 &")
+    :format(cmd, tag, tag))
+  return function(secs, what)
+    local deadline = core.now() + secs
+    while not slurp(tag .. ".done") do
+      assert(core.now() < deadline, what .. " never finished")
+      tcore.sleep(0.05)
+    end
+    local out = slurp(tag .. ".out") or ""
+    os.remove(tag .. ".out"); os.remove(tag .. ".done")
+    return out
+  end
+end
+
 --- Many GETs at once (curl --parallel, all in flight together), in the
 -- background: returns a function that waits for them (bounded) and then
 -- gives status -> how many, and how many answered in all (a request that
@@ -209,17 +227,11 @@ end
 function N.parallel_bg(urls, max_time)
   local tag = ("%s/zklock-bg-%d-%d"):format(TMP, core.pid(), math.random(1e9))
   url_list(tag .. ".urls", urls)
-  sh(("(%s >'%s.out'; echo done >'%s.done') >/dev/null 2>&1 &"):format(
-    curl_many(#urls, max_time or 60, tag .. ".urls"), tag, tag))
+  local wait = in_background(curl_many(#urls, max_time or 60,
+    tag .. ".urls"), tag)
   return function(timeout)
-    local deadline = core.now() + (timeout or (max_time or 60) + 10)
-    while not slurp(tag .. ".done") do
-      assert(core.now() < deadline, "background requests never finished")
-      tcore.sleep(0.05)
-    end
-    local out = slurp(tag .. ".out") or ""
-    os.remove(tag .. ".urls"); os.remove(tag .. ".out")
-    os.remove(tag .. ".done")
+    local out = wait(timeout or (max_time or 60) + 10, "background requests")
+    os.remove(tag .. ".urls")
     return tally(out)
   end
 end
@@ -232,17 +244,10 @@ end
 -- 409: 4xx, 503: 5xx, 0: not answered), and how many answered.
 function N.h2load_bg(url, n, conns, max_time)
   local tag = ("%s/zklock-h2-%d-%d"):format(TMP, core.pid(), math.random(1e9))
-  local streams = math.ceil(n / conns)
-  sh(("(h2load -n %d -c %d -m %d '%s' >'%s.out' 2>&1; echo done >'%s.done') " ..
-    ">/dev/null 2>&1 &"):format(n, conns, streams, url, tag, tag))
+  local wait = in_background(("h2load -n %d -c %d -m %d '%s'"):format(n,
+    conns, math.ceil(n / conns), url), tag)
   return function()
-    local deadline = core.now() + (max_time or 600)
-    while not slurp(tag .. ".done") do
-      assert(core.now() < deadline, "h2load never finished")
-      tcore.sleep(0.1)
-    end
-    local out = slurp(tag .. ".out") or ""
-    os.remove(tag .. ".out"); os.remove(tag .. ".done")
+    local out = wait(max_time or 600, "h2load")
     local c2, c3, c4, c5 = out:match(
       "status codes: (%d+) 2xx, (%d+) 3xx, (%d+) 4xx, (%d+) 5xx")
     if not c2 then error("h2load said:\n" .. out) end

@@ -171,6 +171,13 @@ function K.exclusion(logs, plan)
   return v
 end
 
+-- Tokens are (czxid, pass) pairs: a lock cohort's passes share the node's
+-- czxid (docs/design.md, section 16).  Does a's come before b's?
+local function token_before(a, b)
+  return a.token < b.token or
+    (a.token == b.token and (a.pass or 0) < (b.pass or 0))
+end
+
 --- Fencing: per counter, accepted writes in zxid order never go back in
 -- token (writes of holds never interleave), and the final value is the
 -- count of accepted increments (plus at most those of unknown outcome).
@@ -194,20 +201,14 @@ function K.fencing(logs, finals)
     table.sort(acc, function(a, b) return a.zxid < b.zxid end)
     local top
     for _, w in ipairs(acc) do
-      -- (tokens are (czxid, pass) pairs: a lock cohort's passes share
-      -- the node, docs/design.md, section 16)
       if w.zxid > 0 and w.token > 0 then -- (0: token unknown)
-        if top and (w.token < top.token or (w.token == top.token and
-            (w.pass or 0) < (top.pass or 0))) then
+        if top and token_before(w, top) then
           v[#v + 1] = { t = 0, text = ("%s: write of token %s pass %d " ..
             "(zxid %s) after one of token %s pass %d"):format(target,
             tostring(w.token), w.pass or 0, tostring(w.zxid),
             tostring(top.token), top.pass or 0) }
         end
-        if not top or w.token > top.token or (w.token == top.token and
-            (w.pass or 0) > (top.pass or 0)) then
-          top = w
-        end
+        if not top or token_before(top, w) then top = w end
       end
     end
   end
@@ -351,8 +352,7 @@ function K.fifo(logs, plan, after)
       local top
       for _, x in ipairs(sorted) do
         if x.token > 0 then
-          if top and (x.token < top.token or (x.token == top.token and
-              (x.pass or 0) < (top.pass or 0))) and
+          if top and token_before(x, top) and
               not in_fault(ws, top.t0 - 1, x.t0) and
               not in_fault(touched[name] or {}, top.t0 - 1, x.t0) then
             v[#v + 1] = { t = x.t0, text = ("%s: %s held at %.3f on " ..
@@ -362,10 +362,7 @@ function K.fifo(logs, plan, after)
               top.pass or 0, top.t0) }
             break
           end
-          if not top or x.token > top.token or (x.token == top.token and
-              (x.pass or 0) > (top.pass or 0)) then
-            top = x
-          end
+          if not top or token_before(top, x) then top = x end
         end
       end
     end
