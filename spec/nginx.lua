@@ -206,7 +206,7 @@ end
 -- file name `tag`: returns a function that waits for it (at most `secs`;
 -- `what` names it in the error) and gives that output, its files gone.
 local function in_background(cmd, tag)
-  sh(("(%s >'%s.out' 2>&1; echo done >'%s.done') >/dev/null 2>&1 &")
+  sh(("(%s >'%s.out'; echo done >'%s.done') >/dev/null 2>&1 &")
     :format(cmd, tag, tag))
   return function(secs, what)
     local deadline = core.now() + secs
@@ -244,8 +244,8 @@ end
 -- 409: 4xx, 503: 5xx, 0: not answered), and how many answered.
 function N.h2load_bg(url, n, conns, max_time)
   local tag = ("%s/zklock-h2-%d-%d"):format(TMP, core.pid(), math.random(1e9))
-  local wait = in_background(("h2load -n %d -c %d -m %d '%s'"):format(n,
-    conns, math.ceil(n / conns), url), tag)
+  local wait = in_background(("h2load -n %d -c %d -m %d '%s' 2>&1")
+    :format(n, conns, math.ceil(n / conns), url), tag)
   return function()
     local out = wait(max_time or 600, "h2load")
     local c2, c3, c4, c5 = out:match(
