@@ -40,17 +40,23 @@ local last_seq = setmetatable({}, R.WEAK_KEYS)
 -- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
 local abandon = R.abandon
 
-local function cohort_of(f)
-  local all = cohorts[f.client]
-  if not all then
-    all = {}
-    cohorts[f.client] = all
-  end
+-- f's cohort, if it has one now: its key, and the cohort or nil
+local function existing(f)
   local key = f.kind .. " " .. f.dir
-  local c = all[key]
+  local all = cohorts[f.client]
+  return key, all and all[key]
+end
+
+local function cohort_of(f)
+  local key, c = existing(f)
   if not c then
     c = { cref = setmetatable({ f.client }, R.WEAK_VALUES), key = key,
       q = { first = 1, last = 0 }, seq = 0, passes = 0 }
+    local all = cohorts[f.client]
+    if not all then
+      all = {}
+      cohorts[f.client] = all
+    end
     all[key] = c
   end
   return c
@@ -123,13 +129,18 @@ local function hand_on(c, limit, passable)
   return false
 end
 
+-- w waits on nothing R.abandon need know of any more
+local function unlist(w)
+  if w.on then abandon[w.on], w.on = nil, nil end
+end
+
 -- A waiter leaves the queue (timed out, abandoned): a node it was waiting
 -- for goes to the next waiter, or goes; a hold passed to it and not taken
 -- goes on.
 local function leave(c, w)
   if w.gone then return end
   w.gone = true
-  if w.on then abandon[w.on], w.on = nil, nil end
+  unlist(w)
   if w.granted and c.holder == w then -- passed to it, never taken
     c.holder = nil
     local att = c.att
@@ -173,16 +184,18 @@ local function leaver(c, w)
   return function() leave(c, w) end
 end
 
+-- w now waits on obj, which R.abandon knows of
+local function wait_on(c, w, obj)
+  unlist(w)
+  abandon[obj], w.on = leaver(c, w), obj
+end
+
 -- leave, and wait (a grace period) for a node let go of to be gone: an
 -- acquire that fails leaves no node behind
 local function leave_wait(c, w)
   local att = leave(c, w)
   local client = c.cref[1]
   if att and client then await(client, att, R.grace(client)) end
-end
-
-local function timeout_msg(f, timeout)
-  return ("timeout: %s not acquired within %gs"):format(f.path, timeout)
 end
 
 -- A hold whose lock object was collected without a release (its
@@ -204,7 +217,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
   while true do
     if w.granted then
       w.gone = true
-      if w.on then abandon[w.on], w.on = nil, nil end
+      unlist(w)
       if c.holder == w and not alive(c.att) then -- (not told yet)
         detach(c)
       end
@@ -232,11 +245,10 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         c.att, c.fresh, c.read, c.seq, c.passes = att, true, read, 0, 0
       end
       local att = c.att
-      if w.on then abandon[w.on] = nil end
-      abandon[att], w.on = leaver(c, w), att
+      wait_on(c, w, att)
       local st, msg, code = await(client, att, deadline,
         client:session_timeout())
-      abandon[att], w.on = nil, nil
+      unlist(w)
       if w.gone then -- (left meanwhile: abandoned by zklock.ngx)
         return nil, "abandoned", "closed"
       elseif st == "held" and c.att == att and att:pass(w.max_hold) then
@@ -248,7 +260,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         return att, { seq = c.seq, fresh = fresh, read = c.read, w = w }
       elseif st == "timeout" then
         leave_wait(c, w)
-        return nil, timeout_msg(f, timeout), "timeout"
+        return nil, R.not_acquired(f.path, timeout)
       elseif c.att == att then
         -- the node is lost or failed (or held and no longer believed, as
         -- good as lost): this waiter fails with it, as a per-request
@@ -258,9 +270,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         leave(c, w)
         await(client, att, R.grace(client))
         if st == "done" or st == "held" then
-          return nil, ("lock lost: the hold of %s ended as it began " ..
-            "(past max_hold, or no answer from ZooKeeper for a session " ..
-            "timeout)"):format(f.path), "lock_lost"
+          return nil, R.ended_at_once(f.path)
         end
         return nil, msg, code
       end
@@ -271,8 +281,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         sig, msg, code = client:_signal()
         if not sig then leave_wait(c, w); return nil, msg, code end
         w.sig = sig
-        if w.on then abandon[w.on] = nil end
-        abandon[sig], w.on = leaver(c, w), sig
+        wait_on(c, w, sig)
       end
       -- (a finalizer may have run since the look above: a dropped hold's
       -- sentinel fires the signal it found, perhaps the one replaced)
@@ -281,7 +290,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
       if not again and await(client, sig, deadline) == "timeout" and
           not w.granted then
         leave_wait(c, w)
-        return nil, timeout_msg(f, timeout), "timeout"
+        return nil, R.not_acquired(f.path, timeout)
       end
     end
   end
@@ -357,8 +366,7 @@ end
 
 -- The cohort a held attempt belongs to, if it is still its node.
 local function cohort_held(f, att)
-  local all = cohorts[f.client]
-  local c = all and all[f.kind .. " " .. f.dir]
+  local _, c = existing(f)
   if c and c.att == att then return c end
 end
 
@@ -380,7 +388,7 @@ function M.release(f, att, passable, limit, known)
   if not c then return false end
   c.holder = nil
   c.known = known
-  if passable and hand_on(c, limit or R.PASS_LIMIT_DEFAULT, true) then return true end
+  if hand_on(c, limit, passable) then return true end
   detach(c)
   forget_if_idle(c)
   return false
@@ -408,8 +416,7 @@ end
 --- The numbers of f's cohort (docs/api.md): waiters queued, passes of
 -- the current node, those counted against the limit.
 function M.stats(f)
-  local all = cohorts[f.client]
-  local c = all and all[f.kind .. " " .. f.dir]
+  local _, c = existing(f)
   if not c then return { waiting = 0, seq = 0, passes = 0 } end
   local n = 0
   for i = c.q.first, c.q.last do

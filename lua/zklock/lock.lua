@@ -244,17 +244,9 @@ local function take_node(f, timeout, ignore, max_hold, read)
   -- timed out or failed: our node goes (now, or once its create returns)
   att:release()
   await(client, att, grace(client))
-  if st == "timeout" then
-    return nil, ("timeout: %s not acquired within %gs"):format(f.path,
-      timeout), "timeout"
-  end
-  if st == "done" then
-    -- held, and ended by C before we looked: past max_hold, or the server
-    -- not heard from for a session timeout (docs/design.md, section 9)
-    return nil, ("lock lost: the hold of %s ended as it began (past " ..
-      "max_hold, or no answer from ZooKeeper for a session timeout)")
-      :format(f.path), "lock_lost"
-  end
+  if st == "timeout" then return nil, R.not_acquired(f.path, timeout) end
+  -- held, and ended by C before we looked
+  if st == "done" then return nil, R.ended_at_once(f.path) end
   return nil, msg, code
 end
 
@@ -275,7 +267,7 @@ local function take_lease(f, timeout, max_hold)
     left and (left > 0 and left or 0), nil, max_hold)
   gate:release()
   if not att and code == "timeout" then
-    msg = ("timeout: %s not acquired within %gs"):format(f.path, timeout)
+    msg = R.not_acquired(f.path, timeout)
   end
   return att, msg, code
 end
@@ -469,14 +461,15 @@ function Lock:acquire(timeout, opts)
     att = cached -- held, no request sent
     hold_began(f, att, 0)
     if f.cohort then info = cohort.adopt(f, att) end
-  elseif f.cohort and not ignore then
-    -- a lock cohort (docs/design.md, section 16)
-    att, info, code = take_cohort(f, timeout, max_hold, read)
-    if not att then return nil, info, code end
-    if f.linger then att:watch_contenders() end
   else
-    att, msg, code = take(f, timeout, ignore, max_hold, read)
-    if not att then return nil, msg, code end
+    if f.cohort and not ignore then
+      -- a lock cohort (docs/design.md, section 16)
+      att, info, code = take_cohort(f, timeout, max_hold, read)
+      if not att then return nil, info, code end
+    else
+      att, msg, code = take(f, timeout, ignore, max_hold, read)
+      if not att then return nil, msg, code end
+    end
     if f.linger then att:watch_contenders() end
   end
   local data, version
@@ -590,8 +583,9 @@ function Lock:release(opts)
   end
   local reader = f.kind == "write" and f.partner.owners[co]
   local downgraded = reader and reader.over == own.att and live(reader)
+  local why, about = R.acting_why()
   if write and (own.count > 1 or downgraded or (f.cohort and not own.ended
-      and R.acting_why() ~= "revoke" and cohort.would_pass(f, own.att, f.pass_limit)))
+      and why ~= "revoke" and cohort.would_pass(f, own.att, f.pass_limit)))
       then
     -- not the node's last word (or a downgrade keeps it): a fenced write,
     -- then the plain release
@@ -610,7 +604,6 @@ function Lock:release(opts)
   if own.count > 0 then return true end
   -- the last level: the hold ends here, whoever let go of it
   local held = live(own)
-  local why, about = R.acting_why()
   if (why == "revoke" or why == "lost") and about == own.key then
     own.ended = why == "revoke" and "revoked" or "lost" -- (told later)
   elseif mine then

@@ -767,6 +767,20 @@ function R.open(hosts, opts, fname, allowed)
   return c, ct
 end
 
+-- What a failed acquire of `path` answers: its wait timed out
+-- (`timeout` seconds), or the hold C ended before the acquire returned
+-- (past max_hold, or the server not heard from for a session timeout:
+-- docs/design.md, section 9).  msg, code.
+function R.not_acquired(path, timeout)
+  return ("timeout: %s not acquired within %gs"):format(path, timeout),
+    "timeout"
+end
+function R.ended_at_once(path)
+  return ("lock lost: the hold of %s ended as it began (past max_hold, " ..
+    "or no answer from ZooKeeper for a session timeout)"):format(path),
+    "lock_lost"
+end
+
 local function closed(client)
   if client:state() == "closed" then
     return true, "client is closed", "closed"

@@ -109,6 +109,25 @@ local function hold_text(h)
     h.task, h.t0, h.t1, tostring(h.token))
 end
 
+-- Tokens are (czxid, pass) pairs: a lock cohort's passes share the node's
+-- czxid (docs/design.md, section 16).  Does a's come before b's?
+local function token_before(a, b)
+  return a.token < b.token or
+    (a.token == b.token and (a.pass or 0) < (b.pass or 0))
+end
+
+-- The hold records (H) that keep(h) says, by target, in log order.
+local function holds_by_target(logs, keep)
+  local by = {}
+  for _, h in ipairs(list(logs, "H")) do
+    if keep(h) then
+      by[h.target] = by[h.target] or {}
+      table.insert(by[h.target], h)
+    end
+  end
+  return by
+end
+
 --- Exclusion: believed holds ([t0, t1]) of one target never overlap where
 -- they exclude (mutex, write, smutex, leader; read against write), and a
 -- semaphore's leases never exceed its count. A hold whose node the chaos
@@ -119,13 +138,7 @@ function K.exclusion(logs, plan)
   for _, x in ipairs(list(logs, "X")) do
     if not deleted[x.node] or x.t < deleted[x.node] then deleted[x.node] = x.t end
   end
-  local by = {}
-  for _, h in ipairs(list(logs, "H")) do
-    if h.t1 > h.t0 then
-      by[h.target] = by[h.target] or {}
-      table.insert(by[h.target], h)
-    end
-  end
+  local by = holds_by_target(logs, function(h) return h.t1 > h.t0 end)
   for target, holds in pairs(by) do
     table.sort(holds, function(a, b) return a.t0 < b.t0 end)
     local t = plan and plan.targets[target]
@@ -169,13 +182,6 @@ function K.exclusion(logs, plan)
     end
   end
   return v
-end
-
--- Tokens are (czxid, pass) pairs: a lock cohort's passes share the node's
--- czxid (docs/design.md, section 16).  Does a's come before b's?
-local function token_before(a, b)
-  return a.token < b.token or
-    (a.token == b.token and (a.pass or 0) < (b.pass or 0))
 end
 
 --- Fencing: per counter, accepted writes in zxid order never go back in
@@ -322,13 +328,9 @@ function K.fifo(logs, plan, after)
     end
   end
   for _, y in ipairs(list(logs, "Y")) do touch(y.target, y.t) end
-  local holds = {}
-  for _, h in ipairs(list(logs, "H")) do
-    if h.kind == "mutex" and h.ts >= 0 then
-      holds[h.target] = holds[h.target] or {}
-      table.insert(holds[h.target], h)
-    end
-  end
+  local holds = holds_by_target(logs, function(h)
+    return h.kind == "mutex" and h.ts >= 0
+  end)
   -- A target in lock cohorts (docs/design.md, section 16): a process's
   -- waiters have no node of their own, and a remote contender may be
   -- passed over up to pass_limit times, so its order is the nodes':
@@ -339,31 +341,25 @@ function K.fifo(logs, plan, after)
     local t = plan and plan.targets[name]
     return t and t.cohort
   end
-  local by_node = {}
-  for _, h in ipairs(list(logs, "H")) do
-    if h.kind == "mutex" and cohort(h.target) then
-      by_node[h.target] = by_node[h.target] or {}
-      table.insert(by_node[h.target], h)
-    end
-  end
+  local by_node = holds_by_target(logs, function(h)
+    return h.kind == "mutex" and cohort(h.target)
+  end)
   for name, sorted in pairs(by_node) do
-    do
-      table.sort(sorted, function(a, b) return a.t0 < b.t0 end)
-      local top
-      for _, x in ipairs(sorted) do
-        if x.token > 0 then
-          if top and token_before(x, top) and
-              not in_fault(ws, top.t0 - 1, x.t0) and
-              not in_fault(touched[name] or {}, top.t0 - 1, x.t0) then
-            v[#v + 1] = { t = x.t0, text = ("%s: %s held at %.3f on " ..
-              "token %s pass %d, after %s held a newer one (token %s " ..
-              "pass %d, at %.3f)"):format(name, x.task, x.t0,
-              tostring(x.token), x.pass or 0, top.task, tostring(top.token),
-              top.pass or 0, top.t0) }
-            break
-          end
-          if not top or token_before(top, x) then top = x end
+    table.sort(sorted, function(a, b) return a.t0 < b.t0 end)
+    local top
+    for _, x in ipairs(sorted) do
+      if x.token > 0 then
+        if top and token_before(x, top) and
+            not in_fault(ws, top.t0 - 1, x.t0) and
+            not in_fault(touched[name] or {}, top.t0 - 1, x.t0) then
+          v[#v + 1] = { t = x.t0, text = ("%s: %s held at %.3f on " ..
+            "token %s pass %d, after %s held a newer one (token %s " ..
+            "pass %d, at %.3f)"):format(name, x.task, x.t0,
+            tostring(x.token), x.pass or 0, top.task, tostring(top.token),
+            top.pass or 0, top.t0) }
+          break
         end
+        if not top or token_before(top, x) then top = x end
       end
     end
   end

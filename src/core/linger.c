@@ -55,6 +55,17 @@ void linger_watch(zkl_lock *l) {
   }
 }
 
+/* A hold begins again (a reuse, a pass) with time limit max_hold (0:
+ * none).  The timer thread reckons its sleep anew only when a limit is
+ * set or dropped: it looks at every task of the client, and a cohort
+ * passes its node once per request. */
+static void hold_limit(zkl_lock *l, double max_hold) {
+  double was = l->hold_until;
+  l->max_hold = max_hold > 0 ? max_hold : 0;
+  l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
+  if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
+}
+
 /* ---- the Lua thread's side ------------------------------------------- */
 
 int zkl_lock_linger(zkl_lock *l, double seconds) {
@@ -103,11 +114,7 @@ int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
     l->linger_until = 0;
     l->abandon = 0;
     l->lost = 0;
-    l->max_hold = max_hold > 0 ? max_hold : 0;
-    if (l->max_hold > 0) {
-      l->hold_until = zkl_bootnow() + l->max_hold;
-      zkl_client_rearm(l->t.c);
-    }
+    hold_limit(l, max_hold);
     zkl_client_kick(l->t.c);
     ok = 1;
   } else if (l->state == L_LINGER) {
@@ -117,7 +124,6 @@ int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
   return ok;
 }
 
-
 /* Lock cohorts (docs/design.md, section 16): the hold goes to another
  * waiter of this client without a request; the contenders watch says
  * when a remote one queued, for the pass limit (Lua counts the passes). */
@@ -125,12 +131,7 @@ int zkl_lock_pass(zkl_lock *l, double max_hold) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
-    double was = l->hold_until;
-    l->max_hold = max_hold > 0 ? max_hold : 0;
-    l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
-    /* the timer thread reckons its sleep anew only for a time limit: it
-     * looks at every task of the client, and a pass is made per request */
-    if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
+    hold_limit(l, max_hold);
     ok = 1;
   }
   pthread_mutex_unlock(&l->t.c->mu);
