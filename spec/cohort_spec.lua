@@ -153,8 +153,8 @@ describe("lock cohorts", function()
       -- watch event came first, so the cohort has seen it; the node and
       -- pass the cohort is at then
       if not listed and not remote_held and #H.lock_nodes(zk, path) == 2 then
-        local st = require("zklock.cohort").stats(H.core.unbox(probe))
-        listed = { token = st.token, seq = st.seq }
+        local st = require("zklock.lock.cohort").stats(H.core.unbox(probe))
+        listed = { token = st.token, seq = st.pass }
       end
     end)
     assert.is_table(listed)

@@ -1,58 +1,70 @@
 -- Locks: the reentrant mutex, the semaphore mutex and the read/write
--- lock, one class (`Lock`) whose kinds are sets of fields; a lock object
--- is userdata (`core.box`) whose state machine runs in C.  Loading this
--- module adds `mutex` and `semaphore_mutex` to the client methods;
--- zklock.rwlock adds `rwlock`, zklock.holders the methods that say who
--- holds a lock.  (The doc comments below are on zklock's page of the
--- reference: config.ld.)
+-- lock, one class (`Lock`, lock/hold.lua) whose kinds are sets of fields;
+-- a lock object is userdata (`core.box`) whose state machine runs in C.
+-- This module is the owner side: the constructors, the hold records of
+-- each owner (reentrancy, callbacks, token, node, is_held), and acquire
+-- and release as ordered lists of stages, each stage a capability in its
+-- own module of this folder (docs/design.md, section 17).  Loading it
+-- adds `mutex` and `semaphore_mutex` to the client methods (zklock.rwlock
+-- adds `rwlock`), and gives the class every method: this module requires
+-- those that define some (holders.lua, guarded.lua).  (The doc comments
+-- below are on zklock's page of the reference: config.ld.)
 
 --- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
-local metrics = require "zklock.metrics"
-local cohort = require "zklock.cohort"
+local hold = require "zklock.lock.hold"
+local node = require "zklock.lock.node"
+local cohort = require "zklock.lock.cohort"
+local linger = require "zklock.lock.linger"
+local guarded = require "zklock.lock.guarded"
+local downgrade = require "zklock.lock.downgrade"
+require "zklock.lock.holders" -- (participants, holders)
 R.internal_file()
 
 local L = {}
 
-local now = core.now
-local box, unbox = core.box, core.unbox
+local unbox = core.unbox
 local client_methods = core.client_methods
 local type, select, setmetatable, pairs =
   type, select, setmetatable, pairs
 local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
 local hooks, me, argerror = R.hooks, R.me, R.argerror
 local check_path, check_timeout = R.check_path, R.check_timeout
-local check_data = R.check_data
-local await, guarded_await = R.await, R.guarded_await
-local closed, grace, call_op = R.closed, R.grace, R.call_op
-local with_callbacks, renews = R.with_callbacks, R.renews
-local session_leaving = R.session_leaving
+local closed = R.closed
+local with_callbacks = R.with_callbacks
+local box = core.box
+
+local Lock, fields = hold.Lock, hold.fields
+local live, hold_of, lost_msg = hold.live, hold.hold_of, hold.lost_msg
 
 -- ---------------------------------------------------------------------------
--- locks: one class for every kind; a kind is a set of fields
-
-local Lock = {}
-Lock.__index = Lock
-local arm_callbacks, write_back, relock
-
-local function fields(self, fname)
-  return R.checked(self, Lock, fname, "lock")
-end
-
--- The participant id a client writes into its nodes: connect's `id`, or
--- "zklock HOST pid N".
-local HOST
-local function owner_data(client)
-  local id = R.ids[client]
-  if id then return id end
-  if not HOST then
-    local fh = io.open("/proc/sys/kernel/hostname")
-    HOST = fh and fh:read("*l") or "localhost"
-    if fh then fh:close() end
-  end
-  return ("zklock %s pid %d"):format(HOST, core.pid())
-end
+-- the stages (docs/design.md, section 17).  An acquire, once the owner
+-- side found no hold of the caller's to enter again, takes its hold with
+-- the first of TAKE that applies, then runs TAKEN in order on it.  A
+-- TAKE stage answers nil (does not apply), true (the hold is taken:
+-- a.att, a.info), or false, msg, code (the acquire fails); a TAKEN stage
+-- nil (go on) or false, msg, code (the hold was let go of: it fails).
+local TAKE = {
+  linger.reuse_stage,     -- the node this object kept (lock caching)
+  cohort.take_stage,      -- the node of this client's cohort, passed on
+  node.take_stage,        -- a node of our own
+}
+local TAKEN = {
+  linger.watch_stage,     -- a node that may linger watches for others
+  guarded.read_stage,     -- the read with the acquire
+  downgrade.rest_stage,   -- a downgraded read ends with the write hold
+}
+-- A release's last level ends the hold's node with the first of GIVE
+-- that applies: it answers nil (does not apply) or true and the
+-- release's own answer.
+local GIVE = {
+  cohort.pass_stage,      -- to the next waiter of this client's cohort
+  guarded.write_back_stage, -- with the write, in one request
+  linger.keep_stage,      -- kept, for the object's next acquire
+  downgrade.keep_stage,   -- kept, while our downgraded read needs it
+  node.give_stage,        -- given back
+}
 
 -- acquire's options (every kind's, and a multilock's: those that take
 -- no read refuse it by name)
@@ -81,22 +93,24 @@ L.check_opts = check_opts
 local LOCK_OPTIONS = R.options({ "max_hold", "linger", "cohort",
   "pass_limit" })
 
-local function new_lock(client, path, fname, kind, opts, n)
+-- A lock object of `kind` (its fields: kind, markers, name, max_leases,
+-- single) on path; `partner`: the other lock of a read/write lock.
+local function new_lock(client, path, fname, kind, opts, n, partner)
   if not core.is_client(client) then
     argerror(1, fname, "zklock client expected")
   end
   check_path(path, 1, fname, R.RECIPE_PATH_MAX)
   local max_hold = check_opts(opts, n or 2, fname, LOCK_OPTIONS)
-  local linger = opts and opts.linger
-  if linger ~= nil then
-    if type(linger) ~= "number" or not (linger > 0 and linger < 1e9) then
+  local keep_s = opts and opts.linger
+  if keep_s ~= nil then
+    if type(keep_s) ~= "number" or not (keep_s > 0 and keep_s < 1e9) then
       argerror(n or 2, fname, "linger must be a number of seconds > 0")
     end
     if kind.kind == "lease" then
       argerror(n or 2, fname, "a semaphore does not linger (linger): " ..
         "see docs/api.md, lock caching")
     end
-    if kind.kind == "read" then linger = nil end -- (the write lock's only)
+    if kind.kind == "read" then keep_s = nil end -- (the write lock's only)
   end
   -- lock cohorts (docs/api.md, "Cohorts"): the lock's own choice, else
   -- its client's, else on; mutexes and write locks only
@@ -113,15 +127,18 @@ local function new_lock(client, path, fname, kind, opts, n)
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
-  return box(Lock, {
+  local f = {
     client = client, path = path, dir = dir, kind = kind.kind,
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     -- (owners: see "holds" below)
-    single = kind.single, max_hold = max_hold, linger = linger,
+    single = kind.single, max_hold = max_hold, linger = keep_s,
     cohort = on, pass_limit = limit or dflt.pass_limit or R.PASS_LIMIT_DEFAULT,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
-  })
+    partner = partner and unbox(partner),
+  }
+  if partner then f.partner.partner = f end
+  return box(Lock, f)
 end
 
 --- @type Client
@@ -140,7 +157,7 @@ end
 
 -- Register a hold for its callbacks; a revocable one has C watch the
 -- node's data for "__REVOKE__".
-arm_callbacks = function(f, own, lock, owner)
+local function arm_callbacks(f, own, lock, owner)
   local reg = with_callbacks[f.client]
   if not reg then
     reg = {}
@@ -213,192 +230,19 @@ function client_methods:semaphore_mutex(path, opts)
       single = true }, opts)
 end
 
--- Start an attempt: a node to take in the queue of f's directory.
--- Returns it, or nil, msg, code.
-local function start_node(f, timeout, ignore, max_hold, read)
-  local client = f.client
-  local att = client:_lock(f.dir, f.kind, f.max_leases, owner_data(client),
-    ignore, max_hold)
-  if read then att:read_with(read) end -- (rides behind the listing)
-  local ok, msg, code = att:start()
-  if not ok and code == "session_expired" and renews[client] then
-    -- the timer thread is opening a new session: wait for it
-    local st = await(client, session_leaving(client, "expired"),
-      now() + (timeout or client:session_timeout()))
-    if st ~= "timeout" then ok, msg, code = att:start() end
+-- The owner's hold own, entered once more (a reentrant kind): no
+-- request, but a plain read under the hold when asked for one.
+local function enter_again(f, own, lock, timeout, read)
+  if not live(own) then return nil, lost_msg(own), "lock_lost" end
+  if read then
+    local data, version, rcode = node.read_held(f.client, timeout, read)
+    if data == nil and rcode then return nil, version, rcode end
+    own.count = own.count + 1
+    return lock, data, version
   end
-  if not ok then return nil, msg, code end
-  return att
+  own.count = own.count + 1
+  return lock
 end
-
--- Take a node in the queue of f's directory and wait to hold it.  Returns
--- the held attempt, or nil, msg, code once the node is gone again.
-local function take_node(f, timeout, ignore, max_hold, read)
-  local client = f.client
-  local att, msg, code = start_node(f, timeout, ignore, max_hold, read)
-  if not att then return nil, msg, code end
-  local st
-  st, msg, code = guarded_await(client, att, timeout and now() + timeout,
-    client:session_timeout())
-  if st == "held" then return att end
-  -- timed out or failed: our node goes (now, or once its create returns)
-  att:release()
-  await(client, att, grace(client))
-  if st == "timeout" then return nil, R.not_acquired(f.path, timeout) end
-  -- held, and ended by C before we looked
-  if st == "done" then return nil, R.ended_at_once(f.path) end
-  return nil, msg, code
-end
-
--- A lease (Curator InterProcessSemaphoreV2, docs/design.md section 4.10):
--- the internal lock <path>/locks lets one acquirer at a time create its
--- lease and wait, on a children watch of <path>/leases, until at most
--- max_leases leases exist; then the internal lock goes, without waiting
--- for the server's word.
-local function take_lease(f, timeout, max_hold)
-  local deadline = timeout and now() + timeout
-  local gate, msg, code = take_node({ client = f.client, path = f.path,
-    dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
-  if not gate then return nil, msg, code end
-  local left = deadline and deadline - now()
-  -- (the gate goes too when this wait is abandoned: issue 22, item 3)
-  local att
-  att, msg, code = R.guarded(function() gate:release() end, take_node, f,
-    left and (left > 0 and left or 0), nil, max_hold)
-  gate:release()
-  if not att and code == "timeout" then
-    msg = R.not_acquired(f.path, timeout)
-  end
-  return att, msg, code
-end
-
--- held attempt -> { since = when its hold began, kind = its metrics kind }
--- (zklock.metrics; weak: a hold never given back leaves nothing behind)
-local holds = setmetatable({}, WEAK_KEYS)
-
--- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics;
--- passed: from a holder of the same client's cohort, without a request)
-local function hold_began(f, att, wait, passed)
-  metrics.acquire_ended(f.client, f.metric, wait, nil, passed)
-  holds[att] = { since = now(), kind = f.metric }
-end
-
--- max_hold: seconds the hold may last (nil: f's default, if any); read:
--- a guarded node read with the acquire (not for leases)
-local function take(f, timeout, ignore, max_hold, read)
-  max_hold = max_hold or f.max_hold
-  local t0 = now()
-  local att, msg, code
-  if f.kind == "lease" then
-    att, msg, code = take_lease(f, timeout, max_hold)
-  else
-    att, msg, code = take_node(f, timeout, ignore, max_hold, read)
-  end
-  if att then hold_began(f, att, now() - t0)
-  else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
-  return att, msg, code
-end
-
--- Queue in f's cohort (cohort.lua) and wait for the hold: the held
--- attempt and what the hold needs to know, or nil, msg, code.
-local function take_cohort(f, timeout, max_hold, read)
-  local t0 = now()
-  local att, info, code = cohort.take(f, timeout, max_hold or f.max_hold,
-    read, function(left, r) return start_node(f, left, nil, nil, r) end)
-  if att then hold_began(f, att, now() - t0, info.passed)
-  else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
-  return att, info, code
-end
-
--- The hold of att ends (zklock.metrics): released, or found lost.
-local function hold_ended(client, att, held)
-  local h = holds[att]
-  if h then
-    holds[att] = nil
-    if held then metrics.released(client, h.kind, now() - h.since)
-    else metrics.lost(client, h.kind) end
-  end
-end
-
--- Give a held attempt's node back and wait for the server to confirm.
--- (held: whether it was held, when the caller knows it from before)
-local function give_back(client, att, held)
-  if held == nil then held = att:held() end
-  att:release()
-  hold_ended(client, att, held)
-  if closed(client) then return nil, "client is closed", "closed" end
-  await(client, att, grace(client))
-  if not held then return nil, "lock lost", "lock_lost" end
-  return true
-end
-
--- A plain get of `path` under a hold we have, answered as an attempt's
--- read_result: data, version; nil (no such node); or nil, msg, code.
-local function read_held(client, timeout, path)
-  local data, version, code = call_op(client,
-    timeout or client:session_timeout(), "_get", path)
-  if data == nil and code == "no_node" then return nil end
-  return data, version, code
-end
-
--- ---------------------------------------------------------------------------
--- holds: one record per hold (docs/design.md, section 4.14)
---
--- A hold record lives from the acquire that takes it until its owner
--- lets go of it, and every way a hold ends is read from it:
---   att    the attempt: our node (lost, past max_hold: att:held() is false)
---   count  levels taken by its owner (reentrant kinds)
---   over   a downgraded read: the write attempt whose node keeps later
---          writers out; the read hold lasts only while that one does
---   keep   the write attempt kept for this reader, given back with it
---   ended  why it ended before its owner let go: "revoked", "lost" (let
---          go of in those callbacks), "released by another coroutine"
---          (a semaphore mutex), "taken over" (ditto, lost and held anew)
--- f.owners: owner key -> its hold (weak keys; nothing in a hold refers to
--- its owner: LuaJIT's weak keys are not ephemerons).  A semaphore mutex,
--- which any coroutine may release, also has f.current, the object's hold.
-
--- Does hold h still hold?
-local function live(h)
-  if h.ended or not h.att:held() then return false end
-  local w = h.over
-  return w == nil or w:held()
-end
-
--- The calling owner's hold of f, and whether it is its own: with
--- `any`, a semaphore mutex's current hold when the caller has none (any
--- coroutine may release it; is_held, token and fenced writes are the
--- caller's own only).
-local function hold_of(f, any)
-  local h = f.owners[me()]
-  if h then return h, true end
-  if any and f.single and f.current then return f.current, false end
-  return nil
-end
-
-local function lost_msg(h)
-  return "lock lost" .. (h.ended and ": " .. h.ended or "")
-end
-
--- The server drops a request over jute.maxbuffer (1 MiB - 1 by default),
--- and the client sends it again on every reconnect, for ever: a write
--- with the release, or fenced by the lock node, must fit whole: its data,
--- both paths (with the chroot) and ~1 KiB of headers, versions and ACL
--- (docs/limits.md).
-local MAX_REQUEST, REQUEST_OVERHEAD = 1024 * 1024 - 1, 1024
-local function check_request(f, node_path, path, data, n, fname)
-  local chroot = #(select(2, f.client:_limits()) or "")
-  local size = #data + #node_path + #path + 2 * chroot + REQUEST_OVERHEAD
-  if size > MAX_REQUEST then
-    argerror(n, fname, ("the write would make a request of about %d " ..
-      "bytes (%d of data, paths of %d and %d), over the server's limit " ..
-      "of %d (jute.maxbuffer): write less, or use shorter paths")
-      :format(size, #data, #node_path, #path, MAX_REQUEST))
-  end
-end
-L.check_request = check_request
-
---- @type Lock
 
 --- Acquire, waiting at most `timeout` seconds behind other holders;
 -- `acquire(0)` is a try-lock.  The same coroutine may acquire a mutex or
@@ -429,76 +273,25 @@ function Lock:acquire(timeout, opts)
   if own and own.ended then -- (its end was told: a new hold)
     f.owners[co], own = nil, nil
   end
-  if own and not f.single then
-    if not live(own) then return nil, lost_msg(own), "lock_lost" end
-    if read then -- held already: a plain read, still under the lock
-      local data, version, rcode = read_held(client, timeout, read)
-      if data == nil and rcode then return nil, version, rcode end
-      own.count = own.count + 1
-      return self, data, version
-    end
-    own.count = own.count + 1
-    return self
+  if own and not f.single then return enter_again(f, own, self, timeout,
+    read) end
+  -- a new hold: taken by the stages
+  local ignore, over = downgrade.over(f, co)
+  local a = { timeout = timeout, max_hold = max_hold, read = read,
+    ignore = ignore, over = over }
+  for i = 1, #TAKE do
+    local taken
+    taken, msg, code = TAKE[i](f, a)
+    if taken then break end
+    if taken == false then return nil, msg, code end
   end
-  local ignore, over
-  if f.partner then -- read/write lock
-    local other = f.partner.owners[co]
-    if f.kind == "write" and other and not other.ended then
-      argerror(1, "acquire", "zklock.rwlock " .. f.path .. ": the read " ..
-        "holder asking for the write lock would wait for itself for ever; " ..
-        "release the read lock first")
-    end
-    if f.kind == "read" and other and live(other) then
-      -- downgrade: the writer may read, past its own write node, for as
-      -- long as that node keeps later writers out
-      ignore, over = other.att:info(), other.att
-    end
+  for i = 1, #TAKEN do
+    local failed
+    failed, msg, code = TAKEN[i](f, a)
+    if failed == false then return nil, msg, code end
   end
-  local att, info
-  local cached = f.lingering -- lock caching: the node we kept, if any
-  f.lingering = nil
-  if cached and relock(client, cached, max_hold or f.max_hold, timeout) then
-    att = cached -- held, no request sent
-    hold_began(f, att, 0)
-    if f.cohort then info = cohort.adopt(f, att) end
-  else
-    if f.cohort and not ignore then
-      -- a lock cohort (docs/design.md, section 16)
-      att, info, code = take_cohort(f, timeout, max_hold, read)
-      if not att then return nil, info, code end
-    else
-      att, msg, code = take(f, timeout, ignore, max_hold, read)
-      if not att then return nil, msg, code end
-    end
-    if f.linger then att:watch_contenders() end
-  end
-  local data, version
-  if read then
-    local known = info and info.known
-    if (info and info.fresh and info.read == read) or
-        (not info and att ~= cached) then
-      data, version, code = att:read_result()
-    elseif known and known.path == read then
-      -- passed on with the hold: the value its last holder wrote with
-      -- its release, no request (docs/design.md, section 16)
-      data, version = known.data, known.version
-    else
-      -- (a reused or passed node read nothing with its acquire: a plain
-      -- get now)
-      data, version, code = R.guarded(function()
-        if not (info and cohort.release(f, att, true, f.pass_limit)) then
-          att:release()
-        end
-      end, read_held, client, timeout, read)
-    end
-    if data == nil and code then -- a read refused (no auth...): let go
-      if info then cohort.release(f, att, false) end
-      give_back(client, att)
-      return nil, version, code
-    end
-  end
-  if over then att:rest_on(over) end -- (C ends the read with the write)
-  own = { att = att, count = 1, over = over, seq = info and info.seq,
+  local info = a.info
+  own = { att = a.att, count = 1, over = over, pass = info and info.pass,
     sentinel = info and info.sentinel } -- (cohort.lua: watch_over)
   if f.single then
     -- the object's previous hold ended without a release (its node went):
@@ -510,49 +303,8 @@ function Lock:acquire(timeout, opts)
   f.owners[co] = own
   if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
-  if read then return self, data, version end
+  if read then return self, a.data, a.version end
   return self
-end
-
--- Hold the lingering node `att` again, if nobody else showed up.  The
--- first listing of the directory may still be out (a release right after
--- the hold began): its answer is awaited, one round trip, within the
--- acquire's timeout (docs/design.md, section 4.13).  True: held.
-function relock(client, att, max_hold, timeout)
-  local r = att:relock(max_hold, true)
-  if r ~= "listing" then return r end
-  local answered = { poll = function()
-    local _, gen = att:poll()
-    r = att:relock(max_hold, true)
-    return r == "listing" and "pending" or "done", gen
-  end }
-  if await(client, answered, timeout and now() + timeout) == "timeout" then
-    r = att:relock(max_hold, false) -- (not known in time: a new node)
-  end
-  return r == true
-end
-
--- release's options: write, data (checked; the request's size too)
-local RELEASE_OPTIONS = R.options({ "write", "data" })
-local function release_opts(f, h, opts)
-  if opts == nil then return nil end
-  if type(opts) ~= "table" then
-    argerror(1, "release", "table of options expected, got " .. type(opts))
-  end
-  R.check_options(opts, RELEASE_OPTIONS, 1, "release")
-  local write, data = opts.write, opts.data
-  if write == nil then return nil end
-  if f.kind == "read" then
-    argerror(1, "release", "a read lock writes nothing with its release " ..
-      "(write): its holders share it, so two readers' writes would race")
-  end
-  check_path(write, 1, "release")
-  check_data(f.client, data, 1, "release")
-  local node = h and h.att:info()
-  if node then -- (none: lost, nothing will be sent)
-    check_request(f, f.dir .. "/" .. node, write, data, 1, "release")
-  end
-  return write, data
 end
 
 --- Release one level of the calling coroutine's hold; the last deletes the
@@ -569,7 +321,7 @@ function Lock:release(opts)
   local f = fields(self, "release")
   local co = me()
   local own, mine = hold_of(f, true)
-  local write, data = release_opts(f, own, opts)
+  local write, data = guarded.release_opts(f, own, opts)
   if not own then
     argerror(1, "release", f.name .. " " .. f.path ..
       " is not held by the calling coroutine")
@@ -578,32 +330,20 @@ function Lock:release(opts)
     -- its end came first (and was told): the owner hears it once
     f.owners[co] = nil
     own.ended = own.ended or "taken over"
-    if own.keep then give_back(f.client, own.keep) end
+    if own.keep then node.give_back(f.client, own.keep) end
     return nil, lost_msg(own), "lock_lost"
   end
-  local reader = f.kind == "write" and f.partner.owners[co]
-  local downgraded = reader and reader.over == own.att and live(reader)
+  local reader, downgraded = downgrade.reader(f, co, own)
   local why, about = R.acting_why()
-  if write and (own.count > 1 or downgraded or (f.cohort and not own.ended
-      and why ~= "revoke" and cohort.would_pass(f, own.att, f.pass_limit)))
-      then
-    -- not the node's last word (or a downgrade keeps it): a fenced write,
-    -- then the plain release
-    require "zklock.fenced" -- (fenced_set; it requires this module)
-    local v, zxid, code = self:fenced_set(write, data)
-    -- (a pass hands the value written on: cohort.lua)
-    if v and own.count == 1 then
-      own.known = { path = write, data = data, version = v }
-    end
-    local ok, msg, rcode = self:release()
-    if not v then return nil, zxid, code end
-    if not ok then return nil, msg, rcode end
-    return true, v, zxid
+  local r = { own = own, write = write, data = data, why = why,
+    reader = reader, downgraded = downgraded }
+  if write and guarded.not_last_word(f, r) then
+    return guarded.write_first(self, r)
   end
   own.count = own.count - 1
   if own.count > 0 then return true end
   -- the last level: the hold ends here, whoever let go of it
-  local held = live(own)
+  r.held, r.name = live(own), own.att:info()
   if (why == "revoke" or why == "lost") and about == own.key then
     own.ended = why == "revoke" and "revoked" or "lost" -- (told later)
   elseif mine then
@@ -613,68 +353,11 @@ function Lock:release(opts)
   end
   if f.single then f.current = nil end
   local reg = with_callbacks[f.client]
-  local node = own.att:info()
   if reg and own.key then reg[own.key] = nil end
-  if f.cohort then
-    -- a lock cohort: the hold goes to the next waiter of this client with
-    -- no request, or the cohort lets go of the node (docs/design.md,
-    -- section 16)
-    local passable = held and not write and not downgraded and
-      why ~= "revoke"
-    if cohort.release(f, own.att, passable, f.pass_limit, own.known) then
-      hold_ended(f.client, own.att, true)
-      return true
-    end
+  for i = 1, #GIVE do
+    local done, ok, msg, code = GIVE[i](f, r)
+    if done then return ok, msg, code end
   end
-  if write then return write_back(f.client, own.att, write, data) end
-  if f.linger and not f.lingering and not downgraded and why ~= "revoke"
-      then
-    -- lock caching: the node stays until someone else wants it
-    local att = own.att
-    if held and att:linger(f.linger) then
-      hold_ended(f.client, att, true)
-      if f.cohort then cohort.lingers(att, own.seq or 0) end
-      f.lingering = att
-      return true
-    end
-    -- not kept (contended, or lost): released the plain way
-    return give_back(f.client, att, held)
-  end
-  -- (a read/write lock's write hold may keep its node: rwlock.lua)
-  if downgraded and held then
-    if R.guarded(function() own.att:release() end, f.on_last_release, f,
-        own, reader, node) then
-      hold_ended(f.client, own.att, true)
-      return true
-    end
-    reader.over = nil -- (no writer between: the read stands alone now)
-    reader.att:rest_on(nil)
-  end
-  local ok, msg, code = give_back(f.client, own.att, held)
-  if own.keep then give_back(f.client, own.keep) end
-  return ok, msg, code
-end
-
--- Give att's node back in one multi-op with a write of `data` to `path`
--- (docs/design.md, section 4.12).  A hold already known lost writes
--- nothing.  @return true, version, zxid; or nil, msg, code
-write_back = function(client, att, path, data)
-  local held = att:held()
-  local ok, msg, code
-  if held then ok, msg, code = att:release_write(path, data) end
-  if not ok then
-    give_back(client, att, held)
-    if held then return nil, msg, code end
-    return nil, "lock lost: " .. path .. " not written", "lock_lost"
-  end
-  hold_ended(client, att, true)
-  if await(client, att, grace(client)) == "timeout" then
-    return nil, ("timeout: the write of %s with the release is not " ..
-      "confirmed yet: it may still be applied"):format(path), "timeout"
-  end
-  local version, zxid, wcode = att:write_result()
-  if version == nil then return nil, zxid, wcode end
-  return true, version, zxid
 end
 
 -- Let go of one level of `owner`'s hold of `lock` without waiting (an
@@ -696,7 +379,7 @@ function L.drop_level(lock, owner)
   local reg = with_callbacks[f.client]
   if reg and h.key then reg[h.key] = nil end
   local held = live(h)
-  hold_ended(f.client, h.att, held)
+  node.hold_ended(f.client, h.att, held)
   if not (f.cohort and cohort.release(f, h.att, held and not h.over,
       f.pass_limit)) then
     h.att:release()
@@ -725,7 +408,7 @@ function Lock:token()
   local h = hold_of(fields(self, "token"))
   if not h or not live(h) then return nil end
   local czxid = select(2, h.att:info())
-  if h.seq and h.seq > 0 then return czxid, h.seq end
+  if h.pass and h.pass > 0 then return czxid, h.pass end
   return czxid
 end
 
@@ -762,9 +445,8 @@ function Lock.__tostring(self)
     h and (live(h) and "held" or "lost") or "free", core.addr(self))
 end
 
-L.live, L.hold_of = live, hold_of
 L.Lock, L.fields = Lock, fields
-L.new_lock, L.take, L.give_back = new_lock, take, give_back
-L.owner_data = owner_data
+L.check_opts, L.new_lock = check_opts, new_lock
+L.take, L.give_back, L.owner_data = node.take, node.give_back, node.owner_data
 
 return L
