@@ -253,6 +253,58 @@ describe("lock cohorts", function()
     assert.same({ nil, "lock lost", "lock_lost" }, rel)
   end)
 
+  it_yields("a write with a release that will pass, applied while the " ..
+     "hold ended, answers true, never lock_lost", function()
+    -- (issue 32, defect 1) the release writes with fenced_set, waits,
+    -- then releases; here the hold passes the max_hold it was passed with
+    -- during that wait: the server is paused, so the write is answered
+    -- only after C has ended the hold, and applied (our node's delete is
+    -- sent behind it)
+    local path, node = H.path("cohort-write-ended"),
+      H.path("cohort-write-ended-data")
+    assert(zk:set(node, "before")) -- (one multi: check our node, set)
+    local a, b, c = zk:mutex(path), zk:mutex(path), zk:mutex(path)
+    local ready, paused, resumed, b_lost, rel = false, false, false, false
+    b:on_lost(function() b_lost = true end)
+    finally(function() if paused and not resumed then srv:resume() end end)
+    H.run(zk, {
+      function()
+        assert(a:acquire(5))
+        yield_until(function() return a:local_waiters() == 2 end)
+        ready = true
+        yield_until(function() return paused end)
+        -- passed to b with no request; b's max_hold runs from here
+        assert(a:release())
+      end,
+      function()
+        assert(b:acquire(20, { max_hold = 0.5 }))
+        -- (c waits behind: the release will pass)
+        rel = { b:release({ write = node, data = "from b" }) }
+      end,
+      function()
+        coroutine.yield()
+        assert(c:acquire(20))
+        assert(c:release())
+      end,
+    }, 30, function()
+      if ready and not paused then
+        srv:pause()
+        paused = true
+      elseif paused and b_lost and not resumed then
+        -- (C ended b's hold while its write waited for an answer)
+        srv:resume()
+        resumed = true
+      end
+    end)
+    local data, version = zk:get(node)
+    assert.equal("from b", data) -- applied
+    assert.is_true(rel[1] == true, ("the write was applied, yet the " ..
+      "release answered %s, %s, %s"):format(tostring(rel[1]),
+      tostring(rel[2]), tostring(rel[3])))
+    assert.equal(version, rel[2])
+    assert.same({}, nodes(path))
+  end)
+
   it_yields("a leader that times out leaves the node to the next waiter",
       function()
     local path = H.path("cohort-leader")

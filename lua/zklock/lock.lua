@@ -595,9 +595,12 @@ function Lock:release(opts)
     if v and own.count == 1 then
       own.known = { path = write, data = data, version = v }
     end
-    local ok, msg, rcode = self:release()
+    self:release()
     if not v then return nil, zxid, code end
-    if not ok then return nil, msg, rcode end
+    -- the write landed: true, whatever the release answers (a hold that
+    -- ended while the write waited, by on_revoke, max_hold or the
+    -- liveness margin, was ending with this release anyway; "lock_lost"
+    -- with a write means nothing was written: issue 32, defect 1)
     return true, v, zxid
   end
   own.count = own.count - 1
