@@ -40,6 +40,45 @@ describe("lock cohorts", function()
     end
   end
 
+  -- Coroutines driven by hand (not H.run: it resumes every one each round,
+  -- and each wait in them runs zk's callbacks): zklock's waits yield in a
+  -- coroutine, block in the main one, until the spec ends.
+  local function by_hand()
+    H.zklock.set_waiter(function(cl, gen, t)
+      local co, ismain = coroutine.running()
+      if co and not ismain then coroutine.yield() else cl:_wait(gen, t) end
+    end)
+    finally(function() H.zklock.set_waiter(nil) end)
+  end
+  local function step(co)
+    local ok, err = coroutine.resume(co)
+    if not ok then error(debug.traceback(co, err), 0) end
+  end
+  -- resume the coroutines until all have ended (bounded)
+  local function finish(cos)
+    H.wait_until(function()
+      local live = false
+      for _, co in ipairs(cos) do
+        if coroutine.status(co) == "suspended" then step(co) end
+        live = live or coroutine.status(co) ~= "dead"
+      end
+      return not live
+    end, 30, "the coroutines to end")
+  end
+
+  -- Two round trips on the session of `client` that run none of its
+  -- callbacks (an op polled by hand): a watch event the server sent it
+  -- before them has been handled after the first, and the read C sent on
+  -- that event answered before the second.  So a revocation written (by
+  -- another session) before is queued in C, its callback not run.
+  local function settle(client)
+    for _ = 1, 2 do
+      local op = assert(client:_children("/zklock-spec", "all"))
+      H.wait_until(function() return op:poll() == "done" end, 10,
+        "a round trip")
+    end
+  end
+
   it_yields("queues a client's waiters in front of one node, FIFO, and " ..
      "passes the hold with no request", function()
     local path = H.path("cohort")
@@ -383,6 +422,40 @@ describe("lock cohorts", function()
       end,
     }, 30)
     assert.same({ "revoked", "remote", "local" }, order)
+  end)
+
+  it_yields("a hold asked to revoke while its holder is busy is not " ..
+     "passed: the revoker holds next", function()
+    -- (issue 32, defect 2) the revocation is read, its event queued in C,
+    -- and the holder, running no callback, releases the plain way
+    local path = H.path("cohort-revoke-busy")
+    local order = {}
+    local m, w = zk:mutex(path), zk:mutex(path)
+    m:on_revoke(function(l) order[#order + 1] = "revoked"; l:release() end)
+    local remote = zk2:mutex(path)
+    by_hand()
+    assert(m:acquire(5))
+    local cw = coroutine.create(function()
+      assert(w:acquire(20))
+      order[#order + 1] = "local"
+      assert(w:release())
+    end)
+    local cr = coroutine.create(function()
+      assert(remote:acquire(20)) -- (its waits run zk2's callbacks only)
+      order[#order + 1] = "remote"
+      assert(remote:release())
+    end)
+    step(cw) -- a local waiter, queued in the cohort
+    assert.equal(1, m:local_waiters())
+    step(cr) -- a remote contender, queued behind m's node
+    H.wait_until(function() return #nodes(path) == 2 end, 10,
+      "the remote node")
+    assert.equal(1, H.zklock.revoke(zk2, path))
+    settle(zk) -- (the revoke event is queued, on_revoke not run)
+    assert(m:release())
+    finish({ cw, cr })
+    assert.same({ "remote", "local" }, order)
+    assert.same({}, nodes(path))
   end)
 
   it("refuses bad options with a clear error", function()

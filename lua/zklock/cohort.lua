@@ -100,12 +100,15 @@ local function alive(att)
   return st ~= "done" and st ~= "failed"
 end
 
--- May the hold go from its holder to w without a request?  Passes count
+-- May the hold go from its holder to w without a request?  Not when its
+-- node was asked to revoke (C read "__REVOKE__" for it: the revoker wants
+-- it gone, whether or not the holder's on_revoke ran yet).  Passes count
 -- against the limit once a remote contender was seen: its node listed by
 -- the contenders watch, or the directory's change that will show it
 -- (docs/design.md, section 16).
 local function may_pass(c, w, limit)
   if not w or (w.late and w.late == c.att) then return false end
+  if c.att:revoke_asked() then return false end
   local contended, listed = c.att:contenders()
   if listed == nil then c.att:watch_contenders() end
   if contended or listed == "changed" then return c.passes < limit, true end
