@@ -221,8 +221,16 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
     if w.granted then
       w.gone = true
       unlist(w)
-      if c.holder == w and not alive(c.att) then -- (not told yet)
+      if c.holder == w and not c.att:held() then
+        -- ended in C, not told yet (past the max_hold it was passed with,
+        -- no answer for a session timeout): no hold, though att:poll()
+        -- may say "pending" while its node is deleted, or "held" until
+        -- the timer thread looks.  It fails as a per-request acquire whose
+        -- hold ended at once does (take_node), its node gone first.
+        local att = c.att
         detach(c)
+        att:release()
+        await(client, att, R.grace(client))
       end
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
