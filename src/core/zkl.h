@@ -330,6 +330,10 @@ void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
  * waiter of this client, the node kept (max_hold: the new hold's; 0 none):
  * 1 when held and passed, 0 when not held (then nothing changes). */
 int zkl_lock_pass(zkl_lock *l, double max_hold);
+/* Was our node asked to revoke ("__REVOKE__" read while held and
+ * revocable: the revoke event queued, its callback run or not)?  Such a
+ * hold is not passed on. */
+int zkl_lock_revoke_asked(zkl_lock *l);
 /* Has another node been seen in the directory since the contenders watch
  * was set?  *listed: -1 no watch; 0 its first listing is out; 1 the last
  * one answered; 2 the directory changed since and its listing is out. */

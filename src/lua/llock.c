@@ -203,6 +203,13 @@ static int llock_pass(lua_State *L) {
   return 1;
 }
 
+/* attempt:revoke_asked() -> true when our node was asked to revoke (read
+ * as "__REVOKE__" while held and revocable): not to be passed on */
+static int llock_revoke_asked(lua_State *L) {
+  lua_pushboolean(L, zkl_lock_revoke_asked(llock_check(L)));
+  return 1;
+}
+
 /* attempt:contenders() -> contended, listed: another node seen in the
  * directory since watch_contenders; listed: nil (no watch), false (its
  * first listing is out), true (the last one answered), "changed" (the
@@ -335,6 +342,7 @@ void zkl_open_lock(lua_State *L) {
     { "watch_contenders", llock_watch_contenders },
     { "pass", llock_pass },
     { "contenders", llock_contenders },
+    { "revoke_asked", llock_revoke_asked },
     { "read_result", llock_read_result },
     { "release_write", llock_release_write },
     { "write_result", llock_write_result },

@@ -102,12 +102,15 @@ local function alive(att)
   return st ~= "done" and st ~= "failed"
 end
 
--- May the hold go from its holder to w without a request?  Passes count
+-- May the hold go from its holder to w without a request?  Not when its
+-- node was asked to revoke (C read "__REVOKE__" for it: the revoker wants
+-- it gone, whether or not the holder's on_revoke ran yet).  Passes count
 -- against the limit once a remote contender was seen: its node listed by
 -- the contenders watch, or the directory's change that will show it
 -- (docs/design.md, section 16).
 local function may_pass(c, w, limit)
   if not w or (w.late and w.late == c.att) then return false end
+  if c.att:revoke_asked() then return false end
   local contended, listed = c.att:contenders()
   if listed == nil then c.att:watch_contenders() end
   if contended or listed == "changed" then return c.counted < limit, true end
@@ -219,8 +222,16 @@ local function wait_turn(f, c, w, timeout, deadline, read)
     if w.granted then
       w.gone = true
       unlist(w)
-      if c.holder == w and not alive(c.att) then -- (not told yet)
+      if c.holder == w and not c.att:held() then
+        -- ended in C, not told yet (past the max_hold it was passed with,
+        -- no answer for a session timeout): no hold, though att:poll()
+        -- may say "pending" while its node is deleted, or "held" until
+        -- the timer thread looks.  It fails as a per-request acquire whose
+        -- hold ended at once does (take_node), its node gone first.
+        local att = c.att
         detach(c)
+        att:release()
+        await(client, att, R.grace(client))
       end
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..

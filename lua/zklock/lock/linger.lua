@@ -56,10 +56,13 @@ function M.watch_stage(f, a)
 end
 
 --- Release: the node stays, when uncontended and held; else it goes the
--- plain way.  Not for a revoked hold, a write node a downgraded read
--- rests on, or while the object keeps another node.
+-- plain way.  Not for a revoked hold (released in on_revoke, or its node
+-- asked to revoke while its holder was busy: the revoker wants it gone),
+-- a write node a downgraded read rests on, or while the object keeps
+-- another node.
 function M.keep_stage(f, r)
-  if not f.linger or f.lingering or r.downgraded or r.why == "revoke" then
+  if not f.linger or f.lingering or r.downgraded or r.why == "revoke" or
+      r.own.att:revoke_asked() then
     return nil
   end
   local att = r.own.att
