@@ -1,9 +1,10 @@
--- One ZooKeeper server's process, for zklock.testing: the state of a
--- server (its directory, ports and JVM), starting the JVM and waiting
--- until it serves, signals and stopping, four-letter words, and the shell
--- and /proc helpers these use.  Internal: zklock.testing's server,
--- cluster and TLS/SASL parts (zklock.testing.server, .cluster, .secure)
--- share it; nothing here is public.
+-- One ZooKeeper server's process, for zklock.testing: its JVM (started,
+-- waited for until it serves, signalled, stopped, closed with its
+-- directory), four-letter words to it, and the shell and /proc helpers
+-- these use; also the retry when another process took a port, and the
+-- metatable of boxed servers and clusters.  Internal: zklock.testing's
+-- server, cluster and TLS/SASL parts (zklock.testing.server, .cluster,
+-- .secure) share it; nothing here is public.
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
 
