@@ -63,10 +63,18 @@ build = {
     ["zklock.election"] = "lua/zklock/election.lua",
     ["zklock.metrics"] = "lua/zklock/metrics.lua",
     ["zklock.testing"] = "lua/zklock/testing.lua",
+    ["zklock.testing.process"] = "lua/zklock/testing/process.lua",
+    ["zklock.testing.secure"] = "lua/zklock/testing/secure.lua",
+    ["zklock.testing.server"] = "lua/zklock/testing/server.lua",
+    ["zklock.testing.cluster"] = "lua/zklock/testing/cluster.lua",
     ["zklock.loop"] = "lua/zklock/loop.lua",
     ["zklock.luv"] = "lua/zklock/luv.lua",
     ["zklock.ngx"] = "lua/zklock/ngx.lua",
     ["zklock.ngxmetrics"] = "lua/zklock/ngxmetrics.lua",
+    -- the command-line tool's parts (bin/zklock requires them)
+    ["zklock.cli.options"] = "lua/zklock/cli/options.lua",
+    ["zklock.cli.session"] = "lua/zklock/cli/session.lua",
+    ["zklock.cli.run"] = "lua/zklock/cli/run.lua",
     ["zklock.core"] = {
       sources = {
         "src/core/acl.c", "src/core/barrier.c", "src/core/dbarrier.c",
@@ -101,8 +109,9 @@ build = {
       libraries = { "zookeeper_mt", "pthread" },
     },
   },
-  -- the command-line tool (docs/cli.md); LuaRocks wraps it so that it runs
-  -- with the interpreter and paths of the tree it is installed in
+  -- the command-line tool (docs/cli.md), over the modules zklock.cli.*;
+  -- LuaRocks wraps it so that it runs with the interpreter and paths of
+  -- the tree it is installed in
   install = {
     bin = { zklock = "bin/zklock" },
   },
