@@ -9,6 +9,7 @@
 -- @module zklock.testing
 local tcore = require "zklock.testing.core"
 local R = require "zklock.runtime"
+local L = require "zklock.lock"
 local P = require "zklock.testing.process"
 local secure = require "zklock.testing.secure"
 local server = require "zklock.testing.server"
@@ -66,7 +67,7 @@ M._proc_stat = P.proc_stat
 -- @int n how many may hold it at once
 -- @return a lock (as `zk:mutex(path)`, but broken)
 function M.broken_mutex(client, path, n)
-  return require("zklock.lock").new_lock(client, path, "mutex",
+  return L.new_lock(client, path, "mutex",
     { kind = "mutex", markers = "mutex", name = "zklock.mutex",
       max_leases = n })
 end
