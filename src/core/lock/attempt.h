@@ -6,7 +6,7 @@
 #ifndef ZKLOCK_ATTEMPT_H
 #define ZKLOCK_ATTEMPT_H
 
-#include "internal.h"
+#include "../internal.h"
 
 #pragma GCC visibility push(hidden)
 
