@@ -21,7 +21,7 @@
 #pragma GCC visibility push(hidden)
 
 typedef struct zkl_client zkl_client;
-typedef struct zkl_lock zkl_lock;
+typedef struct zkl_attempt zkl_attempt;
 typedef struct zkl_op zkl_op;
 typedef struct zkl_event zkl_event;
 
@@ -259,9 +259,9 @@ int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
                           double *since);
 
 /* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
-/* ZKL_EV_HELD: an attempt that asked for it (zkl_lock_notify_held) came
+/* ZKL_EV_HELD: an attempt that asked for it (zkl_attempt_notify_held) came
  * to hold (its node's path).  Every event of a lock attempt carries the
- * attempt's serial (zkl_lock_serial), so that news of an attempt its
+ * attempt's serial (zkl_attempt_serial), so that news of an attempt its
  * owner has left behind is told apart from news of the current one; a
  * state notice carries 0. */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
@@ -282,33 +282,33 @@ void zkl_events_free(zkl_event *e);
 /* ---- lock.c: one lock attempt ------------------------------------------- */
 enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED, ZKL_WAITING };
 
-zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen,
-                       const char *ignore, zkl_error *err);
-zkl_client *zkl_lock_client(const zkl_lock *l);
+zkl_attempt *zkl_attempt_new(zkl_client *c, const char *path, int kind,
+                             int max_leases, const char *data, int datalen,
+                             const char *ignore, zkl_error *err);
+zkl_client *zkl_attempt_client(const zkl_attempt *l);
 /* This attempt's serial: unique among the client's attempts, never 0;
  * its events carry it. */
-unsigned long zkl_lock_serial(const zkl_lock *l);
-const char *zkl_lock_path(const zkl_lock *l); /* the lock directory */
-void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
+unsigned long zkl_attempt_serial(const zkl_attempt *l);
+const char *zkl_attempt_path(const zkl_attempt *l); /* the lock directory */
+void zkl_attempt_revocable(zkl_attempt *l); /* arm the revocation watch */
 /* A hold lasts at most `seconds` (0: no limit): then it ends as a lost
  * one (on_lost, our node deleted), whatever the holder is doing. */
-void zkl_lock_max_hold(zkl_lock *l, double seconds);
+void zkl_attempt_max_hold(zkl_attempt *l, double seconds);
 /* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
-void zkl_lock_notify_held(zkl_lock *l);
-int zkl_lock_start(zkl_lock *l, zkl_error *err);
+void zkl_attempt_notify_held(zkl_attempt *l);
+int zkl_attempt_start(zkl_attempt *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
-int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
+int zkl_attempt_poll(zkl_attempt *l, unsigned long *gen, zkl_error *err);
 /* Give the lock up: delete our node (now or once the create returns). */
-void zkl_lock_release(zkl_lock *l);
-void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
-int zkl_lock_held(zkl_lock *l);
+void zkl_attempt_release(zkl_attempt *l);
+void zkl_attempt_drop(zkl_attempt *l); /* the Lua box is gone */
+int zkl_attempt_held(zkl_attempt *l);
 /* The hold ran past its max_hold (the timer thread may not have ended it
  * yet): nothing may be written under it any more. */
-int zkl_lock_overdue(zkl_lock *l);
+int zkl_attempt_overdue(zkl_attempt *l);
 /* Our node's name into node (size bytes) and its czxid: 0 when none. */
-int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
+int zkl_attempt_info(zkl_attempt *l, char *node, size_t size, int64_t *czxid);
 /* A guarded node (docs/design.md, section 4.12).  read_with, before the
  * start: read `path` with the acquire.  read_result, once held: 1 with
  * the data copied into buf, its length in *len, and *version; 0: no node;
@@ -323,31 +323,32 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
  * with no request (1), or give it up (0: take a new attempt); -1 (only
  * with may_wait): not known yet, the listing is out: ask again once the
  * client's generation moves. */
-int zkl_lock_linger(zkl_lock *l, double seconds);
-int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait);
-void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
+int zkl_attempt_linger(zkl_attempt *l, double seconds);
+int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait);
+/* held, and it will linger: the contenders watch is set now */
+void zkl_attempt_watch_contenders(zkl_attempt *l);
 /* Lock cohorts (docs/design.md, section 16): a hold passed to another
  * waiter of this client, the node kept (max_hold: the new hold's; 0 none):
  * 1 when held and passed, 0 when not held (then nothing changes). */
-int zkl_lock_pass(zkl_lock *l, double max_hold);
+int zkl_attempt_pass(zkl_attempt *l, double max_hold);
 /* Has another node been seen in the directory since the contenders watch
  * was set?  *listed: -1 no watch; 0 its first listing is out; 1 the last
  * one answered; 2 the directory changed since and its listing is out. */
-int zkl_lock_contenders(zkl_lock *l, int *listed);
+int zkl_attempt_contenders(zkl_attempt *l, int *listed);
 /* A downgraded read (docs/design.md, section 5): l holds only while the
  * write attempt w (same client) does, and ends with it; NULL: on its own
  * again. */
-void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w);
-int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
-int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
-                         int64_t *version, zkl_error *err);
-int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
-                           int len, zkl_error *err);
-int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
-                          zkl_error *err);
+void zkl_attempt_rest_on(zkl_attempt *l, zkl_attempt *w);
+int zkl_attempt_read_with(zkl_attempt *l, const char *path, zkl_error *err);
+int zkl_attempt_read_result(zkl_attempt *l, char *buf, int *len,
+                            int64_t *version, zkl_error *err);
+int zkl_attempt_release_write(zkl_attempt *l, const char *path,
+                              const char *data, int len, zkl_error *err);
+int zkl_attempt_write_result(zkl_attempt *l, int64_t *version,
+                             int64_t *zxid, zkl_error *err);
 /* From now on a change of l queues `id` on the ready list (OpenResty);
  * returns the change counter read at that moment. */
-unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
+unsigned long zkl_attempt_set_wake(zkl_attempt *l, unsigned id);
 
 /* ---- ops: one-shot tasks Lua polls for ---------------------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,

@@ -5,7 +5,7 @@
  * alike) is a contender: from then on the node is not reused, deleted at
  * once if lingering, at the end of the hold if held again.
  *
- * The completion runs with the client's mutex held; the zkl_lock_*
+ * The completion runs with the client's mutex held; the zkl_attempt_*
  * functions are the Lua thread's, and take it. */
 #include <pthread.h>
 #include <string.h>
@@ -19,7 +19,7 @@
 static void linger_cb(int rc, const struct String_vector *sv,
                       const void *data) {
   zkl_req *r;
-  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
   if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
     if (rc == ZOK && sv) {
       int i;
@@ -36,7 +36,7 @@ static void linger_cb(int rc, const struct String_vector *sv,
   zkl_task_leave(r);
 }
 
-void linger_watch(zkl_lock *l) {
+void rehold_watch(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
@@ -59,7 +59,7 @@ void linger_watch(zkl_lock *l) {
  * none).  The timer thread reckons its sleep anew only when a limit is
  * set or dropped: it looks at every task of the client, and a cohort
  * passes its node once per request. */
-static void hold_limit(zkl_lock *l, double max_hold) {
+static void hold_limit(zkl_attempt *l, double max_hold) {
   double was = l->hold_until;
   l->max_hold = max_hold > 0 ? max_hold : 0;
   l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
@@ -68,7 +68,7 @@ static void hold_limit(zkl_lock *l, double max_hold) {
 
 /* ---- the Lua thread's side ------------------------------------------- */
 
-int zkl_lock_linger(zkl_lock *l, double seconds) {
+int zkl_attempt_linger(zkl_attempt *l, double seconds) {
   int kept = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->kind != ZKL_KIND_LEASE && seconds > 0 && !l->contended &&
@@ -77,7 +77,7 @@ int zkl_lock_linger(zkl_lock *l, double seconds) {
     l->linger_until = zkl_bootnow() + seconds;
     l->hold_until = 0;
     l->abandon = 1; /* nobody awaits it now */
-    if (!l->lingers) linger_watch(l);
+    if (!l->lingers) rehold_watch(l);
     if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
       zkl_task_keep(&l->t); /* it outlives its Lua box if it must */
       zkl_client_rearm(l->t.c);
@@ -93,14 +93,14 @@ int zkl_lock_linger(zkl_lock *l, double seconds) {
 /* A hold of a lock that lingers watches its directory from the start, so
  * that a contender queued during it is known by the release (issue 22,
  * item 4: one seen only after the release would wait a whole extra hold). */
-void zkl_lock_watch_contenders(zkl_lock *l) {
+void zkl_attempt_watch_contenders(zkl_attempt *l) {
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lingers && l->kind != ZKL_KIND_LEASE)
-    linger_watch(l);
+    rehold_watch(l);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
+int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   /* reused only once a listing has shown nobody else: a reuse before the
@@ -127,7 +127,7 @@ int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
 /* Lock cohorts (docs/design.md, section 16): the hold goes to another
  * waiter of this client without a request; the contenders watch says
  * when a remote one queued, for the pass limit (Lua counts the passes). */
-int zkl_lock_pass(zkl_lock *l, double max_hold) {
+int zkl_attempt_pass(zkl_attempt *l, double max_hold) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
@@ -138,7 +138,7 @@ int zkl_lock_pass(zkl_lock *l, double max_hold) {
   return ok;
 }
 
-int zkl_lock_contenders(zkl_lock *l, int *listed) {
+int zkl_attempt_contenders(zkl_attempt *l, int *listed) {
   int contended;
   pthread_mutex_lock(&l->t.c->mu);
   contended = l->contended;
