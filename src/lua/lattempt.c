@@ -10,6 +10,15 @@
 
 typedef struct { zkl_attempt *l; } lattempt_box;
 
+/* max_hold at idx (none: 0), however it comes in: client:_lock, relock,
+ * pass.  The core sets it (hold_limit); the binding only checks it. */
+static double lattempt_opt_max_hold(lua_State *L, int idx) {
+  double s = luaL_optnumber(L, idx, 0);
+  luaL_argcheck(L, s >= 0 && s < 1e9, idx,
+                "max_hold must be a number of seconds >= 0");
+  return s;
+}
+
 static const char *const lattempt_status[] = { "pending", "held", "done",
                                                "failed", "waiting" };
 
@@ -26,15 +35,14 @@ static int lattempt_new(lua_State *L) {
   size_t dlen = 0;
   const char *data = zkl_checkdata(L, 5, c, &dlen, 1, "");
   const char *ignore = luaL_optstring(L, 6, NULL);
-  double max_hold = luaL_optnumber(L, 7, 0);
+  double max_hold;
   zkl_error err;
   lattempt_box *b;
   /* ignore: a child's name (our own write node), not a path */
   luaL_argcheck(L, !ignore || (*ignore && !strchr(ignore, '/') &&
                                strlen(ignore) < 256), 6,
                 "node name expected");
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 7,
-                "max_hold must be a number of seconds >= 0");
+  max_hold = lattempt_opt_max_hold(L, 7);
   b = (lattempt_box *)lua_newuserdata(L, sizeof *b);
   b->l = NULL;
   luaL_setmetatable(L, ZKL_ATTEMPT_MT);
@@ -175,11 +183,8 @@ static int lattempt_linger(lua_State *L) {
  * request) | false (given up) | "listing" (may_wait: not known yet) */
 static int lattempt_relock(lua_State *L) {
   zkl_attempt *l = lattempt_check(L);
-  double max_hold = luaL_optnumber(L, 2, 0);
-  int r;
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
-                "max_hold must be a number of seconds >= 0");
-  r = zkl_attempt_relock(l, max_hold, lua_toboolean(L, 3));
+  double max_hold = lattempt_opt_max_hold(L, 2);
+  int r = zkl_attempt_relock(l, max_hold, lua_toboolean(L, 3));
   if (r < 0) lua_pushliteral(L, "listing");
   else lua_pushboolean(L, r);
   return 1;
@@ -196,10 +201,7 @@ static int lattempt_watch_contenders(lua_State *L) {
  * of this client, the node kept (docs/design.md, section 16) */
 static int lattempt_pass(lua_State *L) {
   zkl_attempt *l = lattempt_check(L);
-  double max_hold = luaL_optnumber(L, 2, 0);
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
-                "max_hold must be a number of seconds >= 0");
-  lua_pushboolean(L, zkl_attempt_pass(l, max_hold));
+  lua_pushboolean(L, zkl_attempt_pass(l, lattempt_opt_max_hold(L, 2)));
   return 1;
 }
 

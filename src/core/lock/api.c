@@ -83,7 +83,7 @@ void zkl_attempt_notify_held(zkl_attempt *l) {
 
 void zkl_attempt_max_hold(zkl_attempt *l, double seconds) {
   pthread_mutex_lock(&l->t.c->mu);
-  l->max_hold = seconds > 0 ? seconds : 0;
+  hold_limit(l, seconds);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 

@@ -66,6 +66,7 @@ struct zkl_attempt {
                       no event since): a deletion of ours would be told */
   int64_t czxid;
   int64_t session; /* session that created our node */
+  /* written by hold_limit only (node.c) */
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
   lock_guard *g;   /* a guarded node read or written, or NULL */
@@ -107,6 +108,10 @@ void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_attempt *l);     /* our node goes, then done */
 int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */
+/* A hold's time limit: set (max_hold seconds, 0: none; its end starts
+ * now when held) by hold_limit alone; read by lock_overdue alone, but for
+ * the timer thread's wake-up (lock_check_lost). */
+void hold_limit(zkl_attempt *l, double max_hold);
 int lock_overdue(const zkl_attempt *l, double now); /* past its max_hold */
 int lock_held_now(zkl_attempt *l);    /* held, within margin and max_hold */
 void lock_free(zkl_task *t);

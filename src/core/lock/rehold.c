@@ -55,17 +55,6 @@ void rehold_watch(zkl_attempt *l) {
   }
 }
 
-/* A hold begins again (a reuse, a pass) with time limit max_hold (0:
- * none).  The timer thread reckons its sleep anew only when a limit is
- * set or dropped: it looks at every task of the client, and a cohort
- * passes its node once per request. */
-static void hold_limit(zkl_attempt *l, double max_hold) {
-  double was = l->hold_until;
-  l->max_hold = max_hold > 0 ? max_hold : 0;
-  l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
-  if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
-}
-
 /* ---- the Lua thread's side ------------------------------------------- */
 
 int zkl_attempt_linger(zkl_attempt *l, double seconds) {
@@ -75,7 +64,7 @@ int zkl_attempt_linger(zkl_attempt *l, double seconds) {
       lock_held_now(l) && l->node && !(l->g && l->g->wpath)) {
     l->state = L_LINGER;
     l->linger_until = zkl_bootnow() + seconds;
-    l->hold_until = 0;
+    hold_limit(l, l->max_hold); /* (lingering: no hold, no end) */
     l->abandon = 1; /* nobody awaits it now */
     if (!l->lingers) rehold_watch(l);
     if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
