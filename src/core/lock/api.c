@@ -1,6 +1,6 @@
 /* A lock attempt as the Lua thread drives it: made, started, polled,
  * released, dropped.  Each call takes the client's mutex; the state
- * machine itself is lock.c's. */
+ * machine itself is machine.c's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

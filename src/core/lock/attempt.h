@@ -1,8 +1,8 @@
-/* The lock attempt's state, shared by the lock family (listed below:
- * the state machine, run by ZooKeeper's completion thread, and the Lua
- * thread's side).  Nothing else sees it: the rest of the core knows a lock
- * only as a task (internal.h), the binding only as an opaque zkl_attempt
- * (zkl.h). */
+/* The lock attempt's state, shared by the files of src/core/lock/ (listed
+ * below: the state machine, run by ZooKeeper's completion thread, and the
+ * Lua thread's side).  Nothing else sees it: the rest of the core knows an
+ * attempt only as a task (internal.h), the binding only as an opaque
+ * zkl_attempt (zkl.h). */
 #ifndef ZKLOCK_ATTEMPT_H
 #define ZKLOCK_ATTEMPT_H
 
@@ -10,7 +10,7 @@
 
 #pragma GCC visibility push(hidden)
 
-/* the phases of lock.c's diagram */
+/* the phases of machine.c's diagram */
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
        L_HELD, L_LINGER, L_DELETING, L_DONE, L_FAILED };
 enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF,
@@ -70,12 +70,13 @@ struct zkl_attempt {
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
   lock_guard *g;   /* a guarded node read or written, or NULL */
-  struct zkl_attempt *over; /* a downgraded read: the write attempt whose node
-                      keeps later writers out (a reference); the read
-                      holds only while it does, and ends with it
-                      (docs/design.md, section 5) */
-  /* lock caching (docs/design.md, section 4.13): a released hold may
-   * linger (L_LINGER) until linger_until, watching the directory */
+  /* a downgraded read: the write attempt whose node keeps later writers
+   * out (a reference); the read holds only while it does, and ends with
+   * it (docs/design.md, section 5) */
+  struct zkl_attempt *over;
+  /* a node held again with no request (rehold.c): a released hold may
+   * linger (L_LINGER) until linger_until; a hold that lingers or is passed
+   * in a cohort watches the directory for contenders */
   double linger_until; /* boot clock; 0: not lingering */
   int lingers;     /* the directory watch is ours (set while lingering) */
   int contended;   /* another node was seen in the directory: no reuse */
@@ -89,19 +90,21 @@ struct zkl_attempt {
 
 extern const zkl_task_class zkl_attempt_class;
 
-/* The lock family, bottom up (a file calls only those listed before it;
- * the session reaches an attempt through its class):
- *   locknode.c    our node: name, path, finish, delete; believed held?
- *   guard.c       the guarded node: read with the acquire, written with
- *                 the release (section 4.12)
- *   lock.c        the state machine: create, list, wait, hold, recover,
- *                 the self watch, release
- *   linger.c      lock caching (section 4.13)
- *   locksession.c the class: what the session tells an attempt
- *   lockapi.c     the Lua thread's side: make, start, poll, drop
+/* The files of src/core/lock/, bottom up (a file calls only those listed
+ * before it; the session reaches an attempt through its class):
+ *   node.c      our node: name, path, finish, delete; believed held (the
+ *               margin, the hold's time limit)?
+ *   guard.c     the guarded node: read with the acquire, written with the
+ *               release (section 4.12)
+ *   machine.c   the state machine: create, list, wait, hold, recover, the
+ *               self watch, release
+ *   rehold.c    a node held again with no request: lock caching (section
+ *               4.13) and a cohort's pass (section 16)
+ *   class.c     the class: what the session tells an attempt
+ *   api.c       the Lua thread's side: make, start, poll, drop
  * All with the client's mutex held but the zkl_attempt_* entry points. */
 
-/* locknode.c */
+/* node.c */
 void lock_set_node(zkl_attempt *l, const char *name); /* copied; NULL: none */
 char *lock_nodepath(const zkl_attempt *l); /* our node's full path, or NULL */
 void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
@@ -120,7 +123,7 @@ void lock_free(zkl_task *t);
 void guard_read(zkl_attempt *l);      /* the guarded read, this epoch */
 void guard_write(zkl_attempt *l);     /* the write-with-release multi */
 
-/* lock.c */
+/* machine.c */
 void lock_parents(zkl_attempt *l);    /* make the directory and its parents */
 void lock_parents_made(zkl_task *t);
 void lock_create(zkl_attempt *l);     /* queue: create our node */
@@ -136,7 +139,7 @@ void lock_lost(zkl_attempt *l);       /* a hold ends without its owner's
 /* w's node goes: reads resting on it end as lost holds */
 void lock_end_resting(zkl_attempt *w);
 
-/* linger.c */
+/* rehold.c */
 void rehold_watch(zkl_attempt *l);    /* list the directory, with a watch */
 
 #pragma GCC visibility pop

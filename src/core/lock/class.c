@@ -1,7 +1,8 @@
 /* What the session tells a lock attempt: reconnected, expired, a watch
  * fired, a request dropped on close, closed, and (the timer thread) that
  * the server may no longer know the hold.  The class the session calls
- * the attempt through (zkl_attempt_class); the moves are lock.c's. */
+ * the attempt through (zkl_attempt_class); the moves are machine.c's and
+ * rehold.c's. */
 #include <string.h>
 
 #include "attempt.h"

@@ -7,10 +7,10 @@
  *                          -> LISTING (on its deletion) -> HELD | WATCHING
  *   missing parent: PARENTS (containers) -> CREATING
  *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
- *   release / timeout / __gc: DELETING -> DONE  (locknode.c; with a
+ *   release / timeout / __gc: DELETING -> DONE  (node.c; with a
  *     guarded write, DELETING is guard.c's multi)
  *   release with linger: HELD -> LINGER -> HELD again | DELETING
- *     (linger.c)
+ *     (rehold.c, which passes a HELD one in a cohort too)
  *   a failure that is not a cut connection: FAILED
  *
  * From the create's reply on, a get-with-watch on our own node ("self

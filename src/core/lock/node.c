@@ -1,8 +1,9 @@
-/* A lock attempt's own node, the bottom of the lock family: its name and
+/* A lock attempt's own node, the bottom of src/core/lock/: its name and
  * path, the end of an attempt (finish, lost), giving the node back
  * (DELETING -> DONE), and whether a hold is still believed (the margin,
- * max_hold; docs/design.md, sections 9.2 and 9.6).  Nothing here calls up
- * into lock.c: the state machine above moves, this file ends.
+ * the hold's time limit and its one writer, hold_limit; docs/design.md,
+ * sections 9.2 and 9.6).  Nothing here calls up into machine.c: the state
+ * machine above moves, this file ends.
  *
  * Every function here runs with the client's mutex held. */
 #include <stdio.h>

@@ -1,9 +1,17 @@
-/* Lock caching (docs/design.md, section 4.13): a released hold lingers
- * (L_LINGER), its node kept and the directory watched, and an acquire on
- * the same object holds again with no request, as long as nobody else
- * showed up.  Any other node in the directory (zklock, Curator, kazoo
- * alike) is a contender: from then on the node is not reused, deleted at
- * once if lingering, at the end of the hold if held again.
+/* A node held again with no request: what lock caching and lock cohorts
+ * share.  Both keep our node past the end of a hold and begin the next
+ * hold on it without asking ZooKeeper:
+ *  - lock caching (docs/design.md, section 4.13): a released hold lingers
+ *    (L_LINGER), its node kept, and an acquire on the same object holds
+ *    it again (relock), as long as nobody else showed up;
+ *  - a lock cohort (section 16): a hold goes from one waiter of this
+ *    client to the next (pass).
+ * Each such hold gets its own time limit (hold_limit, node.c).  Both
+ * watch the directory (rehold_watch): any node but ours (zklock, Curator,
+ * kazoo alike) is a contender.  From then on a cached node is not reused
+ * (deleted at once if lingering, at the end of the hold if held again),
+ * and a cohort knows that a remote waiter queued, for its pass limit
+ * (Lua counts the passes).
  *
  * The completion runs with the client's mutex held; the zkl_attempt_*
  * functions are the Lua thread's, and take it. */
@@ -16,7 +24,7 @@
  * contender (zklock, Curator, kazoo alike), and from then on the node is
  * not reused: deleted now if lingering, at the end of the hold if held
  * again (docs/design.md, section 4.13). */
-static void linger_cb(int rc, const struct String_vector *sv,
+static void rehold_cb(int rc, const struct String_vector *sv,
                       const void *data) {
   zkl_req *r;
   zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
@@ -44,7 +52,7 @@ void rehold_watch(zkl_attempt *l) {
   l->lingers = 1;
   l->listed = 0; /* (until it answers, a contender may be unseen) */
   r = zkl_task_req(&l->t, R_CONTENDERS);
-  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb, r)
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, rehold_cb, r)
          : ZSYSTEMERROR;
   if (rc != ZOK) {
     if (r) zkl_req_done(r);

@@ -266,7 +266,7 @@ static int session_renew(zkl_client *c) {
 /* The first connection is a second late: one handshake of our own with
  * each server says whether TLS is why (probe.c).  A TLS client then
  * fails for good, with that reason, and its handle is closed (it would
- * try for ever).  A plaintext client is only told (tls_hint, for
+ * try for ever).  A plaintext client is only told (c->hint, for
  * zklock.connect's timeout message): a server may take both on one port
  * (client.portUnification), and would answer it in the end.  Timer
  * thread, mu held on entry and return. */
