@@ -14,7 +14,7 @@
 --                         tokens (node, pass); never above pass_limit
 local zklock = require "zklock"
 local core = require "zklock.core"
-local cohort = require "zklock.cohort" -- (the pass count: stats)
+local cohort = require "zklock.lock.cohort" -- (the pass count: stats)
 
 local WAITERS = tonumber(os.getenv("BENCH_HERD_WAITERS")) or 1000
 local LOCALS, ROUNDS, LIMIT = 8, 20, 3
@@ -142,7 +142,7 @@ local function fairness(hosts)
       local names = assert(probe:participants(10))
       local st = cohort.stats(core.unbox(probe))
       if #names >= 2 and st.token then
-        listed_at = { token = st.token, seq = st.seq }
+        listed_at = { token = st.token, seq = st.pass }
       end
     end
   end

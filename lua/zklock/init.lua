@@ -33,8 +33,6 @@ local core = require "zklock.core"
 local R = require "zklock.runtime"
 R.internal_file()
 local L = require "zklock.lock"
-require "zklock.holders"
-require "zklock.fenced"
 require "zklock.rwlock"
 local metrics = require "zklock.metrics"
 require "zklock.semaphore"

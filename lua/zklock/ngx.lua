@@ -228,7 +228,7 @@ local function sweep_entry(e)
       local obj = e.ref[1]
       local abandon = obj and R.abandon[obj]
       if abandon then
-        pcall(abandon) -- (a lock cohort's waiter: cohort.lua)
+        pcall(abandon) -- (a lock cohort's waiter: lock/cohort.lua)
       elseif obj then
         -- a lock attempt lets go of its node; an operation stops
         pcall(obj.release or obj.cancel, obj)

@@ -279,7 +279,7 @@ end
 -- Objects waited on -> what abandons that wait (weak keys): zklock.ngx
 -- calls it for a request nginx finalized while it waited on the object,
 -- instead of releasing or cancelling the object itself (a lock cohort's
--- waiter: its node is the cohort's, cohort.lua).
+-- waiter: its node is the cohort's, lock/cohort.lua).
 R.abandon = setmetatable({}, WEAK_KEYS)
 
 -- Sleep as the current waiter does: (client, gen, timeout, obj).
@@ -402,7 +402,7 @@ local function run_event(client, reg, ev)
   local n = 0
   if ev[1] == "state" then n = n + notify_state(client, ev[2]) end
   if ev[1] == "lost" and hooks.attempt_lost then
-    hooks.attempt_lost(client, ev[3]) -- (a lock cohort's node: cohort.lua)
+    hooks.attempt_lost(client, ev[3]) -- (a lock cohort's node: lock/cohort.lua)
   end
   if hooks.events then n = n + hooks.events(client, ev[1], ev[2], ev[3]) end
   local r = reg and ev[3] and reg[ev[3]] -- (by the attempt's serial)

@@ -1,14 +1,14 @@
 -- The read/write lock (Curator InterProcessReadWriteLock): two kinds of
--- `zklock.lock` on one path, and the downgrade that keeps a write node
--- while its holder reads (docs/design.md, section 5).  Loading this module
--- adds `rwlock` to the client methods.  (The doc comments below are on
--- zklock's page of the reference: config.ld.)
+-- `zklock.lock` on one path (the downgrade that keeps a write node while
+-- its holder reads is a stage of the lock: lock/downgrade.lua).  Loading
+-- this module adds `rwlock` to the client methods.  (The doc comments
+-- below are on zklock's page of the reference: config.ld.)
 
 --- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
 local L = require "zklock.lock"
-local H = require "zklock.holders"
+local H = require "zklock.lock.holders"
 R.internal_file()
 
 local unbox = core.unbox
@@ -49,25 +49,6 @@ function RwLock:participants(timeout, detail)
   return H.list_participants(f, timeout)
 end
 
--- The write lock's last release while its holder reads (a downgrade;
--- zklock.lock calls it for a write hold still live): our read node sorts
--- after any writer that queued between it and our write node; such a
--- writer would get the lock at once and write while we read, so then the
--- write node stays until we stop reading (a writer that queues later waits
--- for our read node anyway).  True: it stays, and the read hold still
--- rests on it (reader.over); false: the read hold stands alone now.
-local function keep_for_reader(f, own, reader, node)
-  if reader.keep then return false end
-  local names = H.list_names(f, f.client:session_timeout())
-  local between = names and core.writer_between(names, node,
-    reader.att:info())
-  if between or not names then
-    reader.keep = own.att
-    return true
-  end
-  return false
-end
-
 --- @type Client
 
 --- A read/write lock on the nodes of Curator's
@@ -83,10 +64,8 @@ function client_methods:rwlock(path, opts)
   local r = L.new_lock(self, path, "rwlock",
     { kind = "read", markers = "rw", name = "zklock.rwlock.read" }, opts)
   local w = L.new_lock(self, path, "rwlock",
-    { kind = "write", markers = "rw", name = "zklock.rwlock.write" }, opts)
-  local rf, wf = unbox(r), unbox(w)
-  rf.partner, wf.partner = wf, rf
-  wf.on_last_release = keep_for_reader
+    { kind = "write", markers = "rw", name = "zklock.rwlock.write" }, opts,
+    nil, r)
   return setmetatable({ read = r, write = w, path = path }, RwLock)
 end
 

@@ -333,6 +333,10 @@ int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait);
  * waiter of this client, the node kept (max_hold: the new hold's; 0 none):
  * 1 when held and passed, 0 when not held (then nothing changes). */
 int zkl_attempt_pass(zkl_attempt *l, double max_hold);
+/* Was our node asked to revoke ("__REVOKE__" read while held and
+ * revocable: the revoke event queued, its callback run or not)?  Such a
+ * hold is not passed on. */
+int zkl_attempt_revoke_asked(zkl_attempt *l);
 /* A hold that will linger or be passed watches the directory from now on
  * (the contenders watch), so that a contender that queues during it is
  * known by its release. */

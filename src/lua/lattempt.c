@@ -205,6 +205,13 @@ static int lattempt_pass(lua_State *L) {
   return 1;
 }
 
+/* attempt:revoke_asked() -> true when our node was asked to revoke (read
+ * as "__REVOKE__" while held and revocable): not to be passed on */
+static int lattempt_revoke_asked(lua_State *L) {
+  lua_pushboolean(L, zkl_attempt_revoke_asked(lattempt_check(L)));
+  return 1;
+}
+
 /* attempt:contenders() -> contended, listed: another node seen in the
  * directory since watch_contenders; listed: nil (no watch), false (its
  * first listing is out), true (the last one answered), "changed" (the
@@ -337,6 +344,7 @@ void zkl_open_attempt(lua_State *L) {
     { "watch_contenders", lattempt_watch_contenders },
     { "pass", lattempt_pass },
     { "contenders", lattempt_contenders },
+    { "revoke_asked", lattempt_revoke_asked },
     { "read_result", lattempt_read_result },
     { "release_write", lattempt_release_write },
     { "write_result", lattempt_write_result },

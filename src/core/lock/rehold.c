@@ -135,6 +135,18 @@ int zkl_attempt_pass(zkl_attempt *l, double max_hold) {
   return ok;
 }
 
+/* A revocation read for our node (machine.c, lock_self_cb: revoke_version
+ * is that data version; a new node resets it): the revoker wants the node
+ * gone, so Lua passes it no more (docs/design.md, section 16), even when
+ * the holder has not run its on_revoke yet. */
+int zkl_attempt_revoke_asked(zkl_attempt *l) {
+  int asked;
+  pthread_mutex_lock(&l->t.c->mu);
+  asked = l->node != NULL && l->revoke_version != -1;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return asked;
+}
+
 int zkl_attempt_contenders(zkl_attempt *l, int *listed) {
   int contended;
   pthread_mutex_lock(&l->t.c->mu);

@@ -11,9 +11,9 @@
 -- ephemerons, and cohorts[client] must not keep the client), key, att
 -- (the node's attempt, queued or held, or nil), holder (the waiter record
 -- it was passed or granted to, until its hold ends; nil), q (waiters,
--- q.first..q.last; gone ones skipped), seq (passes of this node: the
--- composite token's second half), passes (those
--- that count against pass_limit), fresh (the att came from ZooKeeper and
+-- q.first..q.last; gone ones skipped), pass (passes of this node: the
+-- composite token's second half), counted (those that count against
+-- pass_limit), fresh (the att came from ZooKeeper and
 -- its read with the acquire is unread), read (its path), known ({ path,
 -- data, version }: the last write with a release passed on) }.
 -- A waiter: { max_hold, limit (its lock object's pass_limit), sig (its
@@ -22,6 +22,8 @@
 -- gone, dropped (its hold's lock object was collected unreleased) }.
 local core = require "zklock.core"
 local R = require "zklock.runtime"
+local metrics = require "zklock.metrics"
+local node = require "zklock.lock.node"
 R.internal_file()
 
 local M = {}
@@ -34,8 +36,8 @@ local await = R.await
 -- client -> { key -> cohort }
 local cohorts = setmetatable({}, R.WEAK_KEYS)
 -- attempt -> the last pass number its node gave, for a node that lingers
--- (lock caching: held again, it goes on counting); set by lock.lua
-local last_seq = setmetatable({}, R.WEAK_KEYS)
+-- (lock caching: held again, it goes on counting); set by linger.lua
+local last_pass = setmetatable({}, R.WEAK_KEYS)
 
 -- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
 local abandon = R.abandon
@@ -51,7 +53,7 @@ local function cohort_of(f)
   local key, c = existing(f)
   if not c then
     c = { cref = setmetatable({ f.client }, R.WEAK_VALUES), key = key,
-      q = { first = 1, last = 0 }, seq = 0, passes = 0 }
+      q = { first = 1, last = 0 }, pass = 0, counted = 0 }
     local all = cohorts[f.client]
     if not all then
       all = {}
@@ -89,7 +91,7 @@ end
 -- The cohort's node is no longer its own (given back, lingering, lost):
 -- the next waiter queues a new one.
 local function detach(c)
-  c.att, c.holder, c.seq, c.passes, c.fresh, c.read, c.known =
+  c.att, c.holder, c.pass, c.counted, c.fresh, c.read, c.known =
     nil, nil, 0, 0, nil, nil, nil
   wake(head(c))
 end
@@ -100,15 +102,18 @@ local function alive(att)
   return st ~= "done" and st ~= "failed"
 end
 
--- May the hold go from its holder to w without a request?  Passes count
+-- May the hold go from its holder to w without a request?  Not when its
+-- node was asked to revoke (C read "__REVOKE__" for it: the revoker wants
+-- it gone, whether or not the holder's on_revoke ran yet).  Passes count
 -- against the limit once a remote contender was seen: its node listed by
 -- the contenders watch, or the directory's change that will show it
 -- (docs/design.md, section 16).
 local function may_pass(c, w, limit)
   if not w or (w.late and w.late == c.att) then return false end
+  if c.att:revoke_asked() then return false end
   local contended, listed = c.att:contenders()
   if listed == nil then c.att:watch_contenders() end
-  if contended or listed == "changed" then return c.passes < limit, true end
+  if contended or listed == "changed" then return c.counted < limit, true end
   return true, false
 end
 
@@ -120,8 +125,8 @@ local function hand_on(c, limit, passable)
   local ok, counts = false, false
   if passable and w then ok, counts = may_pass(c, w, limit) end
   if ok and c.att:pass(w.max_hold) then
-    if counts then c.passes = c.passes + 1 end
-    c.seq = c.seq + 1
+    if counts then c.counted = c.counted + 1 end
+    c.pass = c.pass + 1
     c.holder, w.granted = w, true
     wake(w)
     return true
@@ -209,23 +214,30 @@ local function take_over_dropped(c)
   end
 end
 
--- Wait for w's turn; returns the held attempt and { seq, fresh, read,
--- known }, or nil, msg, code.  start(left): a started attempt of f's
--- (lock.lua) or nil, msg, code.
-local function wait_turn(f, c, w, timeout, deadline, read, start)
+-- Wait for w's turn; returns the held attempt and { pass, fresh, read,
+-- known }, or nil, msg, code.
+local function wait_turn(f, c, w, timeout, deadline, read)
   local client = f.client
   while true do
     if w.granted then
       w.gone = true
       unlist(w)
-      if c.holder == w and not alive(c.att) then -- (not told yet)
+      if c.holder == w and not c.att:held() then
+        -- ended in C, not told yet (past the max_hold it was passed with,
+        -- no answer for a session timeout): no hold, though att:poll()
+        -- may say "pending" while its node is deleted, or "held" until
+        -- the timer thread looks.  It fails as a per-request acquire whose
+        -- hold ended at once does (take_node), its node gone first.
+        local att = c.att
         detach(c)
+        att:release()
+        await(client, att, R.grace(client))
       end
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
           "ended before it ran"):format(f.path), "lock_lost"
       end
-      return c.att, { seq = c.seq, passed = true, known = c.known, w = w }
+      return c.att, { pass = c.pass, passed = true, known = c.known, w = w }
     end
     if w.gone then -- (abandoned by zklock.ngx's sweep: it left the queue)
       return nil, "abandoned", "closed"
@@ -239,10 +251,11 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
       if c.att and not alive(c.att) then detach(c) end
       if not c.att then
         local left = deadline and deadline - now()
-        local att, msg, code = start(left and (left > 0 and left or 0), read)
+        local att, msg, code = node.start(f, left and (left > 0 and left or 0),
+          nil, nil, read)
         if not att then leave_wait(c, w); return nil, msg, code end
         if w.gone then att:release(); return nil, "abandoned", "closed" end
-        c.att, c.fresh, c.read, c.seq, c.passes = att, true, read, 0, 0
+        c.att, c.fresh, c.read, c.pass, c.counted = att, true, read, 0, 0
       end
       local att = c.att
       wait_on(c, w, att)
@@ -257,7 +270,7 @@ local function wait_turn(f, c, w, timeout, deadline, read, start)
         if head(c) then att:watch_contenders() end
         local fresh = c.fresh
         c.fresh = nil
-        return att, { seq = c.seq, fresh = fresh, read = c.read, w = w }
+        return att, { pass = c.pass, fresh = fresh, read = c.read, w = w }
       elseif st == "timeout" then
         leave_wait(c, w)
         return nil, R.not_acquired(f.path, timeout)
@@ -311,7 +324,7 @@ local function finalized(fn)
 end
 
 -- The sentinel of waiter w: kept by the waiting coroutine, then by the
--- hold it took (lock.lua's hold record).  Should the coroutine, or the
+-- hold it took (hold.lua's hold record).  Should the coroutine, or the
 -- hold's lock object, be collected before the hold was given back (a
 -- request nginx finalized before it ran again, a lock dropped while
 -- held), its finalizer hands the node on: it marks the hold dropped (the
@@ -341,11 +354,11 @@ local function watch_over(c, w)
 end
 
 --- Queue in f's cohort and wait (at most `timeout` seconds) to hold its
--- node.  Returns the held attempt and what the hold needs to know (seq:
+-- node.  Returns the held attempt and what the hold needs to know (pass:
 -- the pass number; fresh: taken from ZooKeeper, its guarded read unread,
 -- read its path; passed: by a local pass, known: the last write with a
 -- release), or nil, msg, code.
-function M.take(f, timeout, max_hold, read, start)
+function M.take(f, timeout, max_hold, read)
   local c = cohort_of(f)
   local w = { max_hold = max_hold, limit = f.pass_limit }
   local q = c.q
@@ -359,7 +372,7 @@ function M.take(f, timeout, max_hold, read, start)
   end
   local sentinel = watch_over(c, w)
   local att, info, code = R.guarded(function() leave(c, w) end, wait_turn,
-    f, c, w, timeout, timeout and now() + timeout, read, start)
+    f, c, w, timeout, timeout and now() + timeout, read)
   if att then info.sentinel = sentinel end
   return att, info, code
 end
@@ -394,37 +407,71 @@ function M.release(f, att, passable, limit, known)
   return false
 end
 
---- A lingering node held again by its object (lock.lua's relock): the
+--- A lingering node held again by its object (linger.lua's relock): the
 -- cohort's node when it has none (else it stands apart).  Returns what
 -- the hold needs to know: its pass number goes on from the node's last.
 function M.adopt(f, att)
-  local seq = (last_seq[att] or 0) + 1
-  last_seq[att] = seq
+  local pass = (last_pass[att] or 0) + 1
+  last_pass[att] = pass
   local c = cohort_of(f)
-  if c.att then return { seq = seq, passed = true } end
+  if c.att then return { pass = pass, passed = true } end
   local w = { granted = true, gone = true, limit = f.pass_limit }
-  c.att, c.holder, c.seq, c.passes = att, w, seq, 0
-  return { seq = seq, passed = true, w = w, sentinel = watch_over(c, w) }
+  c.att, c.holder, c.pass, c.counted = att, w, pass, 0
+  return { pass = pass, passed = true, w = w, sentinel = watch_over(c, w) }
 end
 
---- The node of att lingers (lock.lua): its passes so far, for a hold
+--- The node of att lingers (linger.lua): its passes so far, for a hold
 -- that takes it again.
-function M.lingers(att, seq)
-  last_seq[att] = seq
+function M.lingers(att, pass)
+  last_pass[att] = pass
 end
 
 --- The numbers of f's cohort (docs/api.md): waiters queued, passes of
 -- the current node, those counted against the limit.
 function M.stats(f)
   local _, c = existing(f)
-  if not c then return { waiting = 0, seq = 0, passes = 0 } end
+  if not c then return { waiting = 0, pass = 0, counted = 0 } end
   local n = 0
   for i = c.q.first, c.q.last do
     local w = c.q[i]
     if w and not w.gone and not w.granted then n = n + 1 end
   end
-  return { waiting = n, seq = c.seq, passes = c.passes,
+  return { waiting = n, pass = c.pass, counted = c.counted,
     token = c.att and select(2, c.att:info()) }
+end
+
+-- ---------------------------------------------------------------------------
+-- the stages (lock/init.lua's lists)
+
+--- Acquire: a mutex or write lock in a cohort queues here (not a
+-- downgraded read, which waits past its own write node).
+function M.take_stage(f, a)
+  if not f.cohort or a.ignore then return nil end
+  local t0 = now()
+  local att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
+    a.read)
+  if not att then
+    metrics.acquire_ended(f.client, f.metric, now() - t0, code)
+    return false, info, code
+  end
+  node.hold_began(f, att, now() - t0, info.passed)
+  a.att, a.info = att, info
+  return true
+end
+
+--- Release: the hold goes to the next waiter of this client with no
+-- request, or the cohort lets go of the node (the next stages give it
+-- back or keep it).  Not passed: a hold lost, revoked, writing with its
+-- release, or with a downgraded read resting on it.
+function M.pass_stage(f, r)
+  if not f.cohort then return nil end
+  local own = r.own
+  local passable = r.held and not r.write and not r.downgraded and
+    r.why ~= "revoke"
+  if M.release(f, own.att, passable, f.pass_limit, own.known) then
+    node.hold_ended(f.client, own.att, true)
+    return true, true
+  end
 end
 
 R.register("attempt_lost", M.attempt_lost)

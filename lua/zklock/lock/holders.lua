@@ -8,17 +8,17 @@
 --- @module zklock
 local core = require "zklock.core"
 local R = require "zklock.runtime"
-local L = require "zklock.lock"
+local hold = require "zklock.lock.hold"
 R.internal_file()
 
 local H = {}
 
 local now = core.now
-local Lock = L.Lock
+local Lock = {} -- (this module's methods of the class: hold.define)
 local closed, await, call_op = R.closed, R.await, R.call_op
 local check_timeout = R.check_timeout
 
-local fields = L.fields
+local fields = hold.fields
 
 -- Every contender of f's path in queue order (child names); `family`
 -- ("read"/"write" for one kind of a read/write lock's nodes) narrows it.
@@ -82,5 +82,7 @@ function Lock:holders(timeout)
   timeout = check_timeout(timeout, 1, "holders")
   return H.records(f, timeout, false)
 end
+
+hold.define(Lock)
 
 return H

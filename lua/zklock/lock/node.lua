@@ -1,0 +1,175 @@
+-- Taking and giving back a lock node through ZooKeeper (Curator's
+-- LockInternals): an attempt queues a node in the lock's directory and
+-- waits, watching only its predecessor (C: src/core), for its turn; the
+-- lease of a semaphore queues behind the internal lock <path>/locks.
+-- The last stage of an acquire (`take`) and of a release (`give`), and
+-- the metrics of a hold's begin and end.  docs/design.md, sections 4 and
+-- 4.10.
+local core = require "zklock.core"
+local R = require "zklock.runtime"
+local metrics = require "zklock.metrics"
+R.internal_file()
+
+local M = {}
+
+local now = core.now
+local setmetatable = setmetatable
+local await, guarded_await = R.await, R.guarded_await
+local closed, grace, call_op = R.closed, R.grace, R.call_op
+local renews, session_leaving = R.renews, R.session_leaving
+
+-- The participant id a client writes into its nodes: connect's `id`, or
+-- "zklock HOST pid N".
+local HOST
+function M.owner_data(client)
+  local id = R.ids[client]
+  if id then return id end
+  if not HOST then
+    local fh = io.open("/proc/sys/kernel/hostname")
+    HOST = fh and fh:read("*l") or "localhost"
+    if fh then fh:close() end
+  end
+  return ("zklock %s pid %d"):format(HOST, core.pid())
+end
+
+--- Start an attempt: a node to take in the queue of f's directory.
+-- Returns it, or nil, msg, code.  (ignore: a node name the queue does
+-- not wait for, a downgrade's own write node; read: a guarded read with
+-- the acquire, riding behind the listing.)
+function M.start(f, timeout, ignore, max_hold, read)
+  local client = f.client
+  local att = client:_lock(f.dir, f.kind, f.max_leases,
+    M.owner_data(client), ignore, max_hold)
+  if read then att:read_with(read) end
+  local ok, msg, code = att:start()
+  if not ok and code == "session_expired" and renews[client] then
+    -- the timer thread is opening a new session: wait for it
+    local st = await(client, session_leaving(client, "expired"),
+      now() + (timeout or client:session_timeout()))
+    if st ~= "timeout" then ok, msg, code = att:start() end
+  end
+  if not ok then return nil, msg, code end
+  return att
+end
+
+-- Take a node in the queue of f's directory and wait to hold it.  Returns
+-- the held attempt, or nil, msg, code once the node is gone again.
+local function take_node(f, timeout, ignore, max_hold, read)
+  local client = f.client
+  local att, msg, code = M.start(f, timeout, ignore, max_hold, read)
+  if not att then return nil, msg, code end
+  local st
+  st, msg, code = guarded_await(client, att, timeout and now() + timeout,
+    client:session_timeout())
+  if st == "held" then return att end
+  -- timed out or failed: our node goes (now, or once its create returns)
+  att:release()
+  await(client, att, grace(client))
+  if st == "timeout" then return nil, R.not_acquired(f.path, timeout) end
+  -- held, and ended by C before we looked
+  if st == "done" then return nil, R.ended_at_once(f.path) end
+  return nil, msg, code
+end
+
+-- A lease (Curator InterProcessSemaphoreV2, docs/design.md section 4.10):
+-- the internal lock <path>/locks lets one acquirer at a time create its
+-- lease and wait, on a children watch of <path>/leases, until at most
+-- max_leases leases exist; then the internal lock goes, without waiting
+-- for the server's word.
+local function take_lease(f, timeout, max_hold)
+  local deadline = timeout and now() + timeout
+  local gate, msg, code = take_node({ client = f.client, path = f.path,
+    dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
+  if not gate then return nil, msg, code end
+  local left = deadline and deadline - now()
+  -- (the gate goes too when this wait is abandoned: issue 22, item 3)
+  local att
+  att, msg, code = R.guarded(function() gate:release() end, take_node, f,
+    left and (left > 0 and left or 0), nil, max_hold)
+  gate:release()
+  if not att and code == "timeout" then
+    msg = R.not_acquired(f.path, timeout)
+  end
+  return att, msg, code
+end
+
+-- held attempt -> { since = when its hold began, kind = its metrics kind }
+-- (zklock.metrics; weak: a hold never given back leaves nothing behind)
+local holds = setmetatable({}, R.WEAK_KEYS)
+
+--- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics;
+-- passed: from a holder of the same client's cohort, without a request)
+function M.hold_began(f, att, wait, passed)
+  metrics.acquire_ended(f.client, f.metric, wait, nil, passed)
+  holds[att] = { since = now(), kind = f.metric }
+end
+
+--- The hold of att ends (zklock.metrics): released, or found lost.
+function M.hold_ended(client, att, held)
+  local h = holds[att]
+  if h then
+    holds[att] = nil
+    if held then metrics.released(client, h.kind, now() - h.since)
+    else metrics.lost(client, h.kind) end
+  end
+end
+
+--- A node of f's own, held: the held attempt, or nil, msg, code.
+-- max_hold: seconds the hold may last (nil: f's default, if any); read:
+-- a guarded node read with the acquire (not for leases).
+function M.take(f, timeout, ignore, max_hold, read)
+  max_hold = max_hold or f.max_hold
+  local t0 = now()
+  local att, msg, code
+  if f.kind == "lease" then
+    att, msg, code = take_lease(f, timeout, max_hold)
+  else
+    att, msg, code = take_node(f, timeout, ignore, max_hold, read)
+  end
+  if att then M.hold_began(f, att, now() - t0)
+  else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
+  return att, msg, code
+end
+
+--- Give a held attempt's node back and wait for the server to confirm.
+-- (held: whether it was held, when the caller knows it from before)
+function M.give_back(client, att, held)
+  if held == nil then held = att:held() end
+  att:release()
+  M.hold_ended(client, att, held)
+  if closed(client) then return nil, "client is closed", "closed" end
+  await(client, att, grace(client))
+  if not held then return nil, "lock lost", "lock_lost" end
+  return true
+end
+
+--- A plain get of `path` under a hold we have, answered as an attempt's
+-- read_result: data, version; nil (no such node); or nil, msg, code.
+function M.read_held(client, timeout, path)
+  local data, version, code = call_op(client,
+    timeout or client:session_timeout(), "_get", path)
+  if data == nil and code == "no_node" then return nil end
+  return data, version, code
+end
+
+-- ---------------------------------------------------------------------------
+-- the stages (lock/init.lua's lists)
+
+--- Acquire's last stage: a node of our own, always.
+function M.take_stage(f, a)
+  local att, msg, code = M.take(f, a.timeout, a.ignore, a.max_hold, a.read)
+  if not att then return false, msg, code end
+  a.att = att
+  return true
+end
+
+--- Release's last stage: the node goes (and a write node kept for this
+-- reader with it), confirmed by the server.
+function M.give_stage(f, r)
+  local own = r.own
+  local ok, msg, code = M.give_back(f.client, own.att, r.held)
+  if own.keep then M.give_back(f.client, own.keep) end
+  return true, ok, msg, code
+end
+
+return M
