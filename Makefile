@@ -30,10 +30,10 @@ LIBS        = $(ZK_LIBS) -lpthread
 # zklock.core: the core (src/core, no Lua) and its binding (src/lua);
 # zklock.testing.core: test equipment (src/testing), with the core's and
 # the binding's pure helpers.  Layout: docs/design.md, "Source map".
-SRC  = $(wildcard src/core/*.c) $(wildcard src/lua/*.c)
-HDRS = $(wildcard src/core/*.h) $(wildcard src/lua/*.h)
-TSRC = $(wildcard src/testing/*.c) src/core/util.c src/core/errors.c \
-       src/core/zkcshim.c src/lua/lutil.c
+SRC  = $(wildcard src/core/*.c src/core/*/*.c) $(wildcard src/lua/*.c)
+HDRS = $(wildcard src/core/*.h src/core/*/*.h) $(wildcard src/lua/*.h)
+TSRC = $(wildcard src/testing/*.c) src/core/base/util.c \
+       src/core/base/errors.c src/core/base/zkcshim.c src/lua/lutil.c
 THDRS = $(HDRS) $(wildcard src/testing/*.h)
 
 # Debian packages: what `make deps` installs when missing.

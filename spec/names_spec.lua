@@ -169,7 +169,7 @@ describe("lock node ordering", function()
   end)
 end)
 
--- What ZooKeeper takes as a path and as a connect string (core/paths.c):
+-- What ZooKeeper takes as a path and as a connect string (core/base/paths.c):
 -- the one statement of the reasons, which every check raises with.
 describe("path and connect-string checks", function()
   local problem = core.path_problem

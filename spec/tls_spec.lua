@@ -145,7 +145,7 @@ describe("TLS", function()
     local inc = jit and "/usr/include/luajit-2.1" or "/usr/include/lua5.4"
     local ok = os.execute(("mkdir -p %s/zklock && cc -O0 -DTHREADED " ..
       "-D_GNU_SOURCE -std=gnu99 -fPIC -fvisibility=hidden -I%s -shared " ..
-      "-o %s/zklock/core.so src/core/*.c src/lua/*.c -lzookeeper_mt " ..
+      "-o %s/zklock/core.so src/core/*/*.c src/lua/*.c -lzookeeper_mt " ..
       "-lpthread"):format(dir, inc, dir))
     assert.is_true(ok == true or ok == 0, "the system build failed")
     local script = dir .. "/try.lua"

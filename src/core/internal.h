@@ -1,24 +1,31 @@
 /* The core's own structures, for the files of src/core/ only.
  *
- * The house (docs/design.md, "Source map"), bottom up; a file uses only
- * those above it, and the session calls tasks only through their class:
- *   errors.c log.c util.c names.c acl.c paths.c   helpers
- *   notify.c    change counter, condvar wait, wake-up socket, ready list,
- *               the event queue: how ZooKeeper's threads wake Lua
- *   liveness.c  what the session knows of the server: usable, last heard
- *   task.c      the life cycle every ZooKeeper task shares: requests,
- *               enter/leave of completions, watch, finish, trouble,
- *               parent creation, references
- *   secure.c    TLS and SASL: the checks, the zhandle's opening, the
- *               diagnosis of a first connection that does not come
- *   session.c   the zhandle, its watcher, the timer thread, renewal;
- *               dispatches every event to the tasks through zkl_task_class
- *   locknode.c guard.c lock.c linger.c   the lock state machine (a
- *               task), bottom up; locksession.c its class, lockapi.c the
- *               Lua thread's side (attempt.h between them)
- *   op.c        the base of ops Lua polls for   (a task)
- *   oneshot.c write.c barrier.c dbarrier.c holders.c signal.c  the ops
- *               (each an op)
+ * The house (docs/design.md, "Source map"): four rooms, bottom up; a file
+ * uses only those above it, and the session calls tasks only through
+ * their class.  A room's own header (session/session.h, lock/attempt.h)
+ * is for its files alone.
+ *   base/      helpers, no session: errors.c log.c util.c names.c acl.c
+ *              paths.c, and zkcshim.c (the TLS build's C client's need)
+ *   session/   the client and its session:
+ *     notify.c    change counter, condvar wait, wake-up socket, ready
+ *                 list, the event queue: how ZooKeeper's threads wake Lua
+ *     liveness.c  what the session knows of the server: usable, last heard
+ *     task.c      the life cycle every ZooKeeper task shares: requests,
+ *                 enter/leave of completions, watch, finish, trouble,
+ *                 parent creation, references
+ *     secure.c    TLS and SASL: the request, the checks, the zhandle's
+ *                 opening; probe.c: the diagnosis of a first connection
+ *                 that does not come
+ *     session.c   the zhandle, its watcher, the timer thread, renewal;
+ *                 dispatches every event to the tasks through
+ *                 zkl_task_class; client.c: the client's life on the Lua
+ *                 thread
+ *   lock/      the lock attempt (a task), bottom up: node.c guard.c
+ *              machine.c rehold.c, the state machine; class.c its class,
+ *              api.c the Lua thread's side (lock/attempt.h)
+ *   ops/       op.c, the base of ops Lua polls for (a task); the ops, each
+ *              an op: oneshot.c write.c barrier.c dbarrier.c holders.c
+ *              signal.c
  *
  * Threads: ZooKeeper's completion thread runs every callback; the timer
  * thread probes and declares holds lost; the Lua thread starts, polls and
@@ -35,7 +42,7 @@
 typedef struct zkl_task zkl_task;
 typedef struct zkl_req zkl_req;
 
-/* ---- secure.c ----------------------------------------------------------- */
+/* ---- session/secure.c, probe.c ------------------------------------------ */
 /* What a secure session asked for: the client's own copy. */
 typedef struct zkl_secure {
   char *tls;            /* "ca,cert,key[,password]" (zookeeper_init_ssl) */
@@ -95,8 +102,8 @@ struct zkl_client {
   int chroot_ok, chroot_out;
   char *auth_scheme, *auth_cred; int auth_len;
   zkl_secure *secure;     /* TLS or SASL; NULL: plaintext */
-  /* the diagnosis of a first connection a second late (secure.c): done
-   * once; tls_why says why it failed (state ZKL_TLS_FAILED) */
+  /* the diagnosis of a first connection a second late (session.c,
+   * probe.c): tls_why says why it failed (state ZKL_TLS_FAILED) */
   /* boot clock: the next diagnosis while the first connection has not
    * come; the gap after it (doubling up to 8 s) */
   double diagnose_at, diagnose_gap;
@@ -137,7 +144,7 @@ struct zkl_client {
   int n_ready, cap_ready;
 };
 
-/* A callback Lua owes the user (notify.c's queue). */
+/* A callback Lua owes the user (session/notify.c's queue). */
 struct zkl_event {
   zkl_event *next;
   int type;   /* ZKL_EV_* */
@@ -145,7 +152,7 @@ struct zkl_event {
   unsigned long attempt; /* the lock attempt's serial; 0: none (state) */
 };
 
-/* ---- util.c ------------------------------------------------------------ */
+/* ---- base/util.c -------------------------------------------------------- */
 int zkl_is_cut(int rc); /* the connection was cut: try again later */
 int zkl_zh_usable(zhandle_t *zh); /* not expired, not refused */
 /* The session is gone (expired, closed): so is every ephemeral node. */
@@ -162,14 +169,14 @@ void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
                        const char *data, int len, int creating,
                        struct Stat *st, char *name, int namelen);
 
-/* ---- notify.c (mu held) ------------------------------------------------- */
+/* ---- session/notify.c (mu held) ----------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
 void zkl_event_push(zkl_client *c, int type, const char *path,
                     unsigned long attempt); /* 0: about no attempt */
 void zkl_notify_free(zkl_client *c); /* the unref: events, socket, list */
 
-/* ---- liveness.c (mu held) ----------------------------------------------- */
+/* ---- session/liveness.c (mu held) --------------------------------------- */
 /* 1 while the session is usable for requests; else sets err. */
 int zkl_client_usable(zkl_client *c, zkl_error *err);
 /* 0 while the session has yet to find its chroot: nothing may be sent
@@ -183,7 +190,7 @@ void zkl_client_rearm(zkl_client *c); /* the timer reckons its sleep anew */
 double zkl_client_expiry(const zkl_client *c);   /* heard + timeout */
 double zkl_client_margin(const zkl_client *c); /* holds end this early */
 
-/* ---- task.c: the life cycle every ZooKeeper task shares ----------------- */
+/* ---- session/task.c: the life cycle every ZooKeeper task shares --------- */
 
 /* How the session talks to a task (all with mu held).  Every entry may be
  * NULL but finish and free. */
@@ -282,7 +289,7 @@ void zkl_task_leave_if(zkl_req *r, int news);
 void zkl_task_parents(zkl_task *t, const char *target, int self_too);
 unsigned long zkl_task_set_wake(zkl_task *t, unsigned id); /* Lua thread */
 
-/* ---- op.c: the base of every op ----------------------------------------- */
+/* ---- ops/op.c: the base of every op ------------------------------------- */
 
 /* Stages every op knows; each op numbers its own from ZKL_STAGE_OWN. */
 enum { ZKL_STAGE_MAIN, ZKL_STAGE_PARENTS, ZKL_STAGE_OWN };

@@ -7,7 +7,8 @@
  * section 4) and ops (one-shot tasks Lua polls for: listings, writes,
  * barrier waits, the double barrier).  Every call below is made from the
  * Lua thread; each takes the client's mutex itself where it must.
- * The layout of src/ is in docs/design.md, "Source map". */
+ * Each heading names the files, under src/core/, that define what
+ * follows it; the layout of src/ is in docs/design.md, "Source map". */
 #ifndef ZKLOCK_ZKL_H
 #define ZKLOCK_ZKL_H
 
@@ -21,11 +22,11 @@
 #pragma GCC visibility push(hidden)
 
 typedef struct zkl_client zkl_client;
-typedef struct zkl_lock zkl_lock;
+typedef struct zkl_attempt zkl_attempt;
 typedef struct zkl_op zkl_op;
 typedef struct zkl_event zkl_event;
 
-/* ---- errors.c ---------------------------------------------------------- */
+/* ---- base/errors.c ------------------------------------------------------ */
 /* Codes returned to Lua as the third value (zklock.errors). */
 #define ZKL_CODES(X)                      \
   X(TIMEOUT, "timeout")                   \
@@ -66,7 +67,7 @@ void zkl_seterr_rc(zkl_error *e, int rc, const char *what);
  * since, so it may have been applied */
 void zkl_seterr_maybe(zkl_error *e, const char *what);
 
-/* ---- util.c ------------------------------------------------------------ */
+/* ---- base/util.c -------------------------------------------------------- */
 double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
 /* Seconds on a clock that keeps running while the machine is suspended
  * (CLOCK_BOOTTIME): what "last heard" and the session's expiry are
@@ -76,22 +77,22 @@ double zkl_bootnow(void);
 /* 36 chars + NUL, random (v4); 0 when no random bytes can be had
  * (getrandom refused and /dev/urandom unreadable). */
 int zkl_uuid(char *out);
+char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 
-/* The C client's log (log.c): every session logs through zkl_log_line;
- * lines go to stderr, or, once captured, to a bounded queue the Lua thread
- * empties with zkl_log_pop (1: a line copied into buf, truncated to size;
- * 0: none; *dropped: lines lost to a full queue since the last pop). */
+/* ---- base/log.c: the C client's log ------------------------------------- */
+/* Every session logs through zkl_log_line; lines go to stderr, or, once
+ * captured, to a bounded queue the Lua thread empties with zkl_log_pop
+ * (1: a line copied into buf, truncated to size; 0: none; *dropped: lines
+ * lost to a full queue since the last pop). */
 enum { ZKL_LOG_ERROR = 1, ZKL_LOG_WARN, ZKL_LOG_INFO, ZKL_LOG_DEBUG };
 void zkl_log_line(const char *msg);
 void zkl_log_capture(int on);
 int zkl_log_pop(char *buf, size_t size, int *level, unsigned long *dropped);
-char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 
+/* ---- base/paths.c: what ZooKeeper accepts (pure functions) -------------- */
 /* Longest path and data the binding accepts (docs/limits.md). */
 #define ZKL_PATH_MAX 4096
 #define ZKL_DATA_DEFAULT (1024 * 1024 - 8192)
-
-/* ---- paths.c: what ZooKeeper accepts (pure functions) ------------------ */
 /* Why the path p (len bytes) is refused, or NULL when ZooKeeper takes it:
  * absolute, not the root, at most max bytes (0: ZKL_PATH_MAX; less for a
  * recipe's directory, whose nodes' paths are longer), no trailing '/', no
@@ -110,7 +111,7 @@ const char *zkl_hosts_problem(const char *h, size_t len, char *buf,
  * just "/". */
 const char *zkl_hosts_chroot(const char *hosts);
 
-/* ---- names.c: lock node names (pure functions) ------------------------- */
+/* ---- base/names.c: lock node names (pure functions) --------------------- */
 typedef struct zkl_entry {
   const char *name; /* child name, borrowed */
   uint32_t seq;     /* sequence suffix, compared as uint32 */
@@ -160,7 +161,7 @@ int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
 int zkl_names_writer_between(const zkl_entry *e, int n, const char *w,
                              const char *r);
 
-/* ---- acl.c ------------------------------------------------------------- */
+/* ---- base/acl.c --------------------------------------------------------- */
 enum { ZKL_ACL_OPEN, ZKL_ACL_CREATOR, ZKL_ACL_READ };
 /* A preset as a vector the caller owns: 0 with err when out of memory. */
 int zkl_acl_preset(int preset, struct ACL_vector *out, zkl_error *err);
@@ -171,15 +172,7 @@ void zkl_acl_free(struct ACL_vector *v);
 /* "cdrwa" -> ZOO_PERM_*; -1 on a letter that is none of those */
 int zkl_acl_perms(const char *s);
 
-/* ---- session.c: the client ---------------------------------------------- */
-/* ZKL_NO_CHROOT: the session found no node at its connect string's chroot
- * (it stays so; every request fails with NO_NODE naming the chroot). */
-/* ZKL_TLS_FAILED: the first connection did not come, and a handshake of
- * our own said why (a certificate refused, a plaintext port...: secure.c);
- * it stays so, and every request fails with TLS. */
-enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
-       ZKL_CLOSED, ZKL_NO_CHROOT, ZKL_TLS_FAILED };
-
+/* ---- session/secure.c: what this build can secure ----------------------- */
 /* How a session is secured (docs/security.md); all NULL: plaintext.
  * TLS: ca, cert and key (PEM files), key_password for an encrypted key;
  * SASL: mechanism ("DIGEST-MD5", "GSSAPI"...), user, password (of
@@ -191,9 +184,18 @@ typedef struct zkl_secure_opts {
   size_t password_len;
 } zkl_secure_opts;
 /* 1 when the linked C client has zookeeper_init_ssl; SASL: when built
- * with Cyrus SASL's headers (secure.c) */
+ * with Cyrus SASL's headers */
 int zkl_tls_available(void);
 int zkl_sasl_available(void);
+
+/* ---- session/client.c: the client --------------------------------------- */
+/* ZKL_NO_CHROOT: the session found no node at its connect string's chroot
+ * (it stays so; every request fails with NO_NODE naming the chroot). */
+/* ZKL_TLS_FAILED: the first connection did not come, and a handshake of
+ * our own said why (a certificate refused, a plaintext port...:
+ * session/probe.c); it stays so, and every request fails with TLS. */
+enum { ZKL_CONNECTING, ZKL_CONNECTED, ZKL_EXPIRED, ZKL_AUTH_FAILED,
+       ZKL_CLOSED, ZKL_NO_CHROOT, ZKL_TLS_FAILED };
 
 /* acl: taken over by the client (freed with it, and on failure).
  * sec: NULL, or how the session is secured (checked first: a file that
@@ -219,7 +221,7 @@ int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */
 int zkl_client_failure(zkl_client *c, zkl_error *err);
 int zkl_client_timeout_ms(zkl_client *c);     /* negotiated */
 /* 1 with err when the first connection is late and the diagnosis
- * (secure.c) found why without ending the client: every server refused
+ * (session/probe.c) found why without ending the client: every server refused
  * the connection (CONNECTION_LOSS), or a plaintext client's servers speak
  * TLS (TLS); 0 otherwise. */
 int zkl_client_hint(zkl_client *c, zkl_error *err);
@@ -227,12 +229,12 @@ int zkl_client_hint(zkl_client *c, zkl_error *err);
 typedef struct zkl_stats {
   unsigned long sessions, lost, watch_events, own_events, requests;
   /* seconds since the send time of the latest request the server
-   * answered ("last heard", liveness.c); < 0: none yet */
+   * answered ("last heard", session/liveness.c); < 0: none yet */
   double since_heard;
 } zkl_stats;
 void zkl_client_stats(zkl_client *c, zkl_stats *out);
 
-/* ---- notify.c: waking Lua ----------------------------------------------- */
+/* ---- session/notify.c: waking Lua --------------------------------------- */
 /* Wait until the change counter differs from gen or timeout seconds
  * pass (ZKL_FOREVER, or anything from 1e9 s: no limit).  A timeout that
  * has run out (<= 0, negative included) does not wait.  Returns the
@@ -258,10 +260,11 @@ void zkl_client_wake_by(zkl_client *c, double at);
 int zkl_client_take_ready(zkl_client *c, unsigned **ids, int *n, int *all,
                           double *since);
 
-/* Callbacks Lua owes the user, queued on a ZooKeeper thread. */
-/* ZKL_EV_HELD: an attempt that asked for it (zkl_lock_notify_held) came
+/* ---- session/notify.c, client.c: callbacks Lua owes the user ------------ */
+/* Queued on a ZooKeeper thread, taken by the Lua thread. */
+/* ZKL_EV_HELD: an attempt that asked for it (zkl_attempt_notify_held) came
  * to hold (its node's path).  Every event of a lock attempt carries the
- * attempt's serial (zkl_lock_serial), so that news of an attempt its
+ * attempt's serial (zkl_attempt_serial), so that news of an attempt its
  * owner has left behind is told apart from news of the current one; a
  * state notice carries 0. */
 enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
@@ -279,139 +282,101 @@ const zkl_event *zkl_event_read(const zkl_event *e, int *type,
                                 const char **path, unsigned long *attempt);
 void zkl_events_free(zkl_event *e);
 
-/* ---- lock.c: one lock attempt ------------------------------------------- */
+/* ---- lock/api.c: one lock attempt, as the Lua thread drives it ---------- */
 enum { ZKL_PENDING, ZKL_HELD, ZKL_DONE, ZKL_FAILED, ZKL_WAITING };
 
-zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen,
-                       const char *ignore, zkl_error *err);
-zkl_client *zkl_lock_client(const zkl_lock *l);
+zkl_attempt *zkl_attempt_new(zkl_client *c, const char *path, int kind,
+                             int max_leases, const char *data, int datalen,
+                             const char *ignore, zkl_error *err);
+zkl_client *zkl_attempt_client(const zkl_attempt *l);
 /* This attempt's serial: unique among the client's attempts, never 0;
  * its events carry it. */
-unsigned long zkl_lock_serial(const zkl_lock *l);
-const char *zkl_lock_path(const zkl_lock *l); /* the lock directory */
-void zkl_lock_revocable(zkl_lock *l); /* arm the revocation watch */
+unsigned long zkl_attempt_serial(const zkl_attempt *l);
+const char *zkl_attempt_path(const zkl_attempt *l); /* the lock directory */
+void zkl_attempt_revocable(zkl_attempt *l); /* arm the revocation watch */
 /* A hold lasts at most `seconds` (0: no limit): then it ends as a lost
  * one (on_lost, our node deleted), whatever the holder is doing. */
-void zkl_lock_max_hold(zkl_lock *l, double seconds);
+void zkl_attempt_max_hold(zkl_attempt *l, double seconds);
 /* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
-void zkl_lock_notify_held(zkl_lock *l);
-int zkl_lock_start(zkl_lock *l, zkl_error *err);
+void zkl_attempt_notify_held(zkl_attempt *l);
+int zkl_attempt_start(zkl_attempt *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */
-int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err);
+int zkl_attempt_poll(zkl_attempt *l, unsigned long *gen, zkl_error *err);
 /* Give the lock up: delete our node (now or once the create returns). */
-void zkl_lock_release(zkl_lock *l);
-void zkl_lock_drop(zkl_lock *l); /* the Lua box is gone */
-int zkl_lock_held(zkl_lock *l);
+void zkl_attempt_release(zkl_attempt *l);
+void zkl_attempt_drop(zkl_attempt *l); /* the Lua box is gone */
+int zkl_attempt_held(zkl_attempt *l);
 /* The hold ran past its max_hold (the timer thread may not have ended it
  * yet): nothing may be written under it any more. */
-int zkl_lock_overdue(zkl_lock *l);
+int zkl_attempt_overdue(zkl_attempt *l);
 /* Our node's name into node (size bytes) and its czxid: 0 when none. */
-int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid);
-/* A guarded node (docs/design.md, section 4.12).  read_with, before the
- * start: read `path` with the acquire.  read_result, once held: 1 with
- * the data copied into buf, its length in *len, and *version; 0: no node;
- * -1: err; buf: room for *len bytes (NULL: only the length).
- * release_write: end the hold with one multi-op that sets or
- * creates `path` and deletes our node (0: not held, err); write_result,
- * once done: 1 with *version and *zxid (0 when it created the node), or
- * 0 with err (lock_lost: not written; connection_loss: maybe). */
+int zkl_attempt_info(zkl_attempt *l, char *node, size_t size, int64_t *czxid);
+/* A downgraded read (docs/design.md, section 5): l holds only while the
+ * write attempt w (same client) does, and ends with it; NULL: on its own
+ * again. */
+void zkl_attempt_rest_on(zkl_attempt *l, zkl_attempt *w);
+/* From now on a change of l queues `id` on the ready list (OpenResty);
+ * returns the change counter read at that moment. */
+unsigned long zkl_attempt_set_wake(zkl_attempt *l, unsigned id);
+
+/* ---- lock/rehold.c: a node held again with no request ------------------- */
 /* Lock caching (docs/design.md, section 4.13).  linger: end the hold but
  * keep the node up to `seconds`, watching for contenders (1), or release
  * it the plain way (0).  relock: hold the lingering node again, at once,
  * with no request (1), or give it up (0: take a new attempt); -1 (only
  * with may_wait): not known yet, the listing is out: ask again once the
  * client's generation moves. */
-int zkl_lock_linger(zkl_lock *l, double seconds);
-int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait);
-void zkl_lock_watch_contenders(zkl_lock *l); /* held, and it will linger */
+int zkl_attempt_linger(zkl_attempt *l, double seconds);
+int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait);
 /* Lock cohorts (docs/design.md, section 16): a hold passed to another
  * waiter of this client, the node kept (max_hold: the new hold's; 0 none):
  * 1 when held and passed, 0 when not held (then nothing changes). */
-int zkl_lock_pass(zkl_lock *l, double max_hold);
+int zkl_attempt_pass(zkl_attempt *l, double max_hold);
 /* Was our node asked to revoke ("__REVOKE__" read while held and
  * revocable: the revoke event queued, its callback run or not)?  Such a
  * hold is not passed on. */
-int zkl_lock_revoke_asked(zkl_lock *l);
+int zkl_attempt_revoke_asked(zkl_attempt *l);
+/* A hold that will linger or be passed watches the directory from now on
+ * (the contenders watch), so that a contender that queues during it is
+ * known by its release. */
+void zkl_attempt_watch_contenders(zkl_attempt *l);
 /* Has another node been seen in the directory since the contenders watch
  * was set?  *listed: -1 no watch; 0 its first listing is out; 1 the last
  * one answered; 2 the directory changed since and its listing is out. */
-int zkl_lock_contenders(zkl_lock *l, int *listed);
-/* A downgraded read (docs/design.md, section 5): l holds only while the
- * write attempt w (same client) does, and ends with it; NULL: on its own
- * again. */
-void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w);
-int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err);
-int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
-                         int64_t *version, zkl_error *err);
-int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
-                           int len, zkl_error *err);
-int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
-                          zkl_error *err);
-/* From now on a change of l queues `id` on the ready list (OpenResty);
- * returns the change counter read at that moment. */
-unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id);
+int zkl_attempt_contenders(zkl_attempt *l, int *listed);
 
-/* ---- ops: one-shot tasks Lua polls for ---------------------------------- */
+/* ---- lock/guard.c: the guarded node ------------------------------------- */
+/* docs/design.md, section 4.12.  read_with, before the start: read `path`
+ * with the acquire.  read_result, once held: 1 with the data copied into
+ * buf, its length in *len, and *version; 0: no node; -1: err; buf: room
+ * for *len bytes (NULL: only the length).  release_write: end the hold
+ * with one multi-op that sets or creates `path` and deletes our node (0:
+ * not held, err); write_result, once done: 1 with *version and *zxid (0
+ * when it created the node), or 0 with err (lock_lost: not written;
+ * connection_loss: maybe). */
+int zkl_attempt_read_with(zkl_attempt *l, const char *path, zkl_error *err);
+int zkl_attempt_read_result(zkl_attempt *l, char *buf, int *len,
+                            int64_t *version, zkl_error *err);
+int zkl_attempt_release_write(zkl_attempt *l, const char *path,
+                              const char *data, int len, zkl_error *err);
+int zkl_attempt_write_result(zkl_attempt *l, int64_t *version,
+                             int64_t *zxid, zkl_error *err);
+
+/* ---- ops/op.c: every op, one-shot tasks Lua polls for ------------------- */
 enum { ZKL_OP_CHILDREN, ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_SET,
        ZKL_OP_WAIT_GONE, ZKL_OP_DB_ENTER, ZKL_OP_DB_LEAVE, ZKL_OP_GET,
        ZKL_OP_FENCED, ZKL_OP_HOLDERS, ZKL_OP_SIGNAL };
 
-/* oneshot.c.  markers NULL: every child, unsorted. */
-zkl_op *zkl_op_children(zkl_client *c, const char *path,
-                        const char *const *markers, zkl_error *err);
-zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
-                      int datalen, int flags, zkl_error *err);
-zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err);
-zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
-/* write.c: set path's data; `create`: create it (and its parents, as
- * containers) when missing.  fenced: only while the node `lock_node`
- * exists, atomically; fails with LOCK_LOST when it does not. */
-zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
-                   int datalen, int create, zkl_error *err);
-zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
-                      const char *data, int datalen, zkl_error *err);
-/* barrier.c: wait until path is gone */
-zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
-/* dbarrier.c.  enter: create `ours` (ephemeral), then wait for
- * <path>/ready, creating it once `members` member nodes exist; leave: the
- * recipe's leave loop. */
-zkl_op *zkl_op_db_enter(zkl_client *c, const char *path, const char *ours,
-                        int members, zkl_error *err);
-zkl_op *zkl_op_db_leave(zkl_client *c, const char *path, const char *ours,
-                        zkl_error *err);
-
-/* holders.c: the holders of the lock whose nodes live in dir (family's
- * rule, max_leases; which: -1 any node, 0 read, 1 write only), or every
- * contender (all), each with its node's data, czxid and owner session. */
-zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
-                       int max_leases, int which, int all, zkl_error *err);
-typedef struct zkl_holder {
-  char *node;       /* its full path */
-  char *data;       /* its data (the participant id), datalen bytes */
-  int datalen;
-  int present;      /* 0: it went between the listing and its get */
-  int64_t czxid;    /* the holder's fencing token */
-  int64_t session;  /* the session that owns it */
-} zkl_holder;
-/* A finished holders op's records, taken out (*h the caller's to free with
- * zkl_holders_free); 0 with err when it failed or is not done. */
-int zkl_op_take_holders(zkl_op *op, zkl_holder **h, int *n, zkl_error *err);
-void zkl_holders_free(zkl_holder *h, int n);
-
 zkl_client *zkl_op_client(const zkl_op *op);
 int zkl_op_kind(const zkl_op *op);
-/* A signal (signal.c): an op done once fired (or at an expiry, or the
- * close); zkl_op_fire: 1 when it fired it. */
-zkl_op *zkl_op_signal(zkl_client *c, zkl_error *err);
-int zkl_op_fire(zkl_op *op);
 int zkl_op_poll(zkl_op *op, unsigned long *gen); /* 1 once done */
 /* 1: stopped it (0: it had finished); a timed-out enter also deletes its
  * member node */
 int zkl_op_cancel(zkl_op *op);
 void zkl_op_drop(zkl_op *op); /* the Lua box is gone */
-unsigned long zkl_op_set_wake(zkl_op *op, unsigned id); /* see the lock's */
+/* (as an attempt's: zkl_attempt_set_wake) */
+unsigned long zkl_op_set_wake(zkl_op *op, unsigned id);
 
 /* What a finished op found, taken out of it (names and data are then the
  * caller's to free with zkl_op_result_free). */
@@ -428,6 +393,60 @@ typedef struct zkl_op_result {
 } zkl_op_result;
 void zkl_op_take(zkl_op *op, zkl_op_result *out);
 void zkl_op_result_free(zkl_op_result *r);
+
+/* ---- ops/oneshot.c: listing, create, delete, get ------------------------ */
+/* markers NULL: every child, unsorted. */
+zkl_op *zkl_op_children(zkl_client *c, const char *path,
+                        const char *const *markers, zkl_error *err);
+zkl_op *zkl_op_create(zkl_client *c, const char *path, const char *data,
+                      int datalen, int flags, zkl_error *err);
+zkl_op *zkl_op_delete(zkl_client *c, const char *path, zkl_error *err);
+zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
+
+/* ---- ops/write.c: set-or-create, plain or fenced ------------------------ */
+/* Set path's data; `create`: create it (and its parents, as containers)
+ * when missing.  fenced: only while the node `lock_node` exists,
+ * atomically; fails with LOCK_LOST when it does not. */
+zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
+                   int datalen, int create, zkl_error *err);
+zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
+                      const char *data, int datalen, zkl_error *err);
+
+/* ---- ops/barrier.c, dbarrier.c: the barriers ---------------------------- */
+/* The barrier: wait until path is gone. */
+zkl_op *zkl_op_wait_gone(zkl_client *c, const char *path, zkl_error *err);
+/* The double barrier.  enter: create `ours` (ephemeral), then wait for
+ * <path>/ready, creating it once `members` member nodes exist; leave: the
+ * recipe's leave loop. */
+zkl_op *zkl_op_db_enter(zkl_client *c, const char *path, const char *ours,
+                        int members, zkl_error *err);
+zkl_op *zkl_op_db_leave(zkl_client *c, const char *path, const char *ours,
+                        zkl_error *err);
+
+/* ---- ops/holders.c: who holds ------------------------------------------- */
+/* The holders of the lock whose nodes live in dir (family's rule,
+ * max_leases; which: -1 any node, 0 read, 1 write only), or every
+ * contender (all), each with its node's data, czxid and owner session. */
+zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
+                       int max_leases, int which, int all, zkl_error *err);
+typedef struct zkl_holder {
+  char *node;       /* its full path */
+  char *data;       /* its data (the participant id), datalen bytes */
+  int datalen;
+  int present;      /* 0: it went between the listing and its get */
+  int64_t czxid;    /* the holder's fencing token */
+  int64_t session;  /* the session that owns it */
+} zkl_holder;
+/* A finished holders op's records, taken out (*h the caller's to free with
+ * zkl_holders_free); 0 with err when it failed or is not done. */
+int zkl_op_take_holders(zkl_op *op, zkl_holder **h, int *n, zkl_error *err);
+void zkl_holders_free(zkl_holder *h, int n);
+
+/* ---- ops/signal.c: a signal --------------------------------------------- */
+/* An op done once fired (or at an expiry, or the close); zkl_op_fire: 1
+ * when it fired it. */
+zkl_op *zkl_op_signal(zkl_client *c, zkl_error *err);
+int zkl_op_fire(zkl_op *op);
 
 #pragma GCC visibility pop
 

@@ -43,7 +43,7 @@ void zkl_setmeta(lua_State *L, const char *name, const luaL_Reg *methods,
 
 void zkl_open_client(lua_State *L); /* add to the module table on top */
 void zkl_open_op(lua_State *L);
-void zkl_open_lock(lua_State *L);
+void zkl_open_attempt(lua_State *L);
 void zkl_open_names(lua_State *L);
 void zkl_open_check(lua_State *L); /* path_problem, hosts_problem */
 void zkl_open_proc(lua_State *L); /* child processes, signals: bin/zklock */

@@ -1,6 +1,6 @@
 /* Argument checks of the binding: paths, connect strings, data, marker
  * families, and the client a call is made on (open, same process).  Why a
- * path or connect string is refused is core/paths.c's to say; this file
+ * path or connect string is refused is core/base/paths.c's to say; this file
  * words the message ("reason: what was given") for the binding's own
  * checks and for zklock.runtime's (core.path_problem). */
 #include <string.h>

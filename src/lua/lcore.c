@@ -104,7 +104,7 @@ int luaopen_zklock_core(lua_State *L) {
   luaL_setfuncs(L, funcs, 0);
   zkl_open_client(L); /* (first: the others add client methods) */
   zkl_open_op(L);
-  zkl_open_lock(L);
+  zkl_open_attempt(L);
   zkl_open_names(L);
   zkl_open_check(L);
   zkl_open_proc(L);

@@ -1,4 +1,4 @@
-/* Lua binding of the pure name functions (core/names.c): lock order,
+/* Lua binding of the pure name functions (core/base/names.c): lock order,
  * holders, and the read/write lock's downgrade check, so that Lua never
  * spells a marker or repeats who holds. */
 #include "lbind.h"

@@ -1,6 +1,6 @@
 /* Test equipment (zklock.testing.core): nothing of it is linked into
  * zklock.core.  Built from src/testing/ with the core's pure helpers
- * (core/util.c, core/errors.c) and the binding's (lua/lutil.c). */
+ * (core/base/util.c, core/base/errors.c) and the binding's (lua/lutil.c). */
 #ifndef ZKLOCK_TESTING_H
 #define ZKLOCK_TESTING_H
 

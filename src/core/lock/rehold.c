@@ -1,11 +1,19 @@
-/* Lock caching (docs/design.md, section 4.13): a released hold lingers
- * (L_LINGER), its node kept and the directory watched, and an acquire on
- * the same object holds again with no request, as long as nobody else
- * showed up.  Any other node in the directory (zklock, Curator, kazoo
- * alike) is a contender: from then on the node is not reused, deleted at
- * once if lingering, at the end of the hold if held again.
+/* A node held again with no request: what lock caching and lock cohorts
+ * share.  Both keep our node past the end of a hold and begin the next
+ * hold on it without asking ZooKeeper:
+ *  - lock caching (docs/design.md, section 4.13): a released hold lingers
+ *    (L_LINGER), its node kept, and an acquire on the same object holds
+ *    it again (relock), as long as nobody else showed up;
+ *  - a lock cohort (section 16): a hold goes from one waiter of this
+ *    client to the next (pass).
+ * Each such hold gets its own time limit (hold_limit, node.c).  Both
+ * watch the directory (rehold_watch): any node but ours (zklock, Curator,
+ * kazoo alike) is a contender.  From then on a cached node is not reused
+ * (deleted at once if lingering, at the end of the hold if held again),
+ * and a cohort knows that a remote waiter queued, for its pass limit
+ * (Lua counts the passes).
  *
- * The completion runs with the client's mutex held; the zkl_lock_*
+ * The completion runs with the client's mutex held; the zkl_attempt_*
  * functions are the Lua thread's, and take it. */
 #include <pthread.h>
 #include <string.h>
@@ -16,10 +24,10 @@
  * contender (zklock, Curator, kazoo alike), and from then on the node is
  * not reused: deleted now if lingering, at the end of the hold if held
  * again (docs/design.md, section 4.13). */
-static void linger_cb(int rc, const struct String_vector *sv,
+static void rehold_cb(int rc, const struct String_vector *sv,
                       const void *data) {
   zkl_req *r;
-  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
   if (l && l->lingers && (l->state == L_LINGER || l->state == L_HELD)) {
     if (rc == ZOK && sv) {
       int i;
@@ -36,7 +44,7 @@ static void linger_cb(int rc, const struct String_vector *sv,
   zkl_task_leave(r);
 }
 
-void linger_watch(zkl_lock *l) {
+void rehold_watch(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   if (!l->t.watch || strcmp(l->t.watch, l->t.path) != 0)
@@ -44,7 +52,7 @@ void linger_watch(zkl_lock *l) {
   l->lingers = 1;
   l->listed = 0; /* (until it answers, a contender may be unseen) */
   r = zkl_task_req(&l->t, R_CONTENDERS);
-  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, linger_cb, r)
+  rc = r ? zoo_aget_children(l->t.c->zh, l->t.path, 1, rehold_cb, r)
          : ZSYSTEMERROR;
   if (rc != ZOK) {
     if (r) zkl_req_done(r);
@@ -55,29 +63,18 @@ void linger_watch(zkl_lock *l) {
   }
 }
 
-/* A hold begins again (a reuse, a pass) with time limit max_hold (0:
- * none).  The timer thread reckons its sleep anew only when a limit is
- * set or dropped: it looks at every task of the client, and a cohort
- * passes its node once per request. */
-static void hold_limit(zkl_lock *l, double max_hold) {
-  double was = l->hold_until;
-  l->max_hold = max_hold > 0 ? max_hold : 0;
-  l->hold_until = l->max_hold > 0 ? zkl_bootnow() + l->max_hold : 0;
-  if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
-}
-
 /* ---- the Lua thread's side ------------------------------------------- */
 
-int zkl_lock_linger(zkl_lock *l, double seconds) {
+int zkl_attempt_linger(zkl_attempt *l, double seconds) {
   int kept = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->kind != ZKL_KIND_LEASE && seconds > 0 && !l->contended &&
       lock_held_now(l) && l->node && !(l->g && l->g->wpath)) {
     l->state = L_LINGER;
     l->linger_until = zkl_bootnow() + seconds;
-    l->hold_until = 0;
+    hold_limit(l, l->max_hold); /* (lingering: no hold, no end) */
     l->abandon = 1; /* nobody awaits it now */
-    if (!l->lingers) linger_watch(l);
+    if (!l->lingers) rehold_watch(l);
     if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
       zkl_task_keep(&l->t); /* it outlives its Lua box if it must */
       zkl_client_rearm(l->t.c);
@@ -93,14 +90,14 @@ int zkl_lock_linger(zkl_lock *l, double seconds) {
 /* A hold of a lock that lingers watches its directory from the start, so
  * that a contender queued during it is known by the release (issue 22,
  * item 4: one seen only after the release would wait a whole extra hold). */
-void zkl_lock_watch_contenders(zkl_lock *l) {
+void zkl_attempt_watch_contenders(zkl_attempt *l) {
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lingers && l->kind != ZKL_KIND_LEASE)
-    linger_watch(l);
+    rehold_watch(l);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
+int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   /* reused only once a listing has shown nobody else: a reuse before the
@@ -127,7 +124,7 @@ int zkl_lock_relock(zkl_lock *l, double max_hold, int may_wait) {
 /* Lock cohorts (docs/design.md, section 16): the hold goes to another
  * waiter of this client without a request; the contenders watch says
  * when a remote one queued, for the pass limit (Lua counts the passes). */
-int zkl_lock_pass(zkl_lock *l, double max_hold) {
+int zkl_attempt_pass(zkl_attempt *l, double max_hold) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
@@ -138,11 +135,11 @@ int zkl_lock_pass(zkl_lock *l, double max_hold) {
   return ok;
 }
 
-/* A revocation read for our node (lock.c, lock_self_cb: revoke_version
+/* A revocation read for our node (machine.c, lock_self_cb: revoke_version
  * is that data version; a new node resets it): the revoker wants the node
  * gone, so Lua passes it no more (docs/design.md, section 16), even when
  * the holder has not run its on_revoke yet. */
-int zkl_lock_revoke_asked(zkl_lock *l) {
+int zkl_attempt_revoke_asked(zkl_attempt *l) {
   int asked;
   pthread_mutex_lock(&l->t.c->mu);
   asked = l->node != NULL && l->revoke_version != -1;
@@ -150,7 +147,7 @@ int zkl_lock_revoke_asked(zkl_lock *l) {
   return asked;
 }
 
-int zkl_lock_contenders(zkl_lock *l, int *listed) {
+int zkl_attempt_contenders(zkl_attempt *l, int *listed) {
   int contended;
   pthread_mutex_lock(&l->t.c->mu);
   contended = l->contended;

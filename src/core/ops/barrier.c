@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 static void barrier_gone_cb(int rc, const char *v, int vlen,
                             const struct Stat *st, const void *data) {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 enum { H_LIST = ZKL_STAGE_MAIN, H_GETS = ZKL_STAGE_OWN };
 

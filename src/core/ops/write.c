@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 enum { W_SET = ZKL_STAGE_MAIN, W_CREATE = ZKL_STAGE_OWN, W_STAT };
 

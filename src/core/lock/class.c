@@ -1,7 +1,8 @@
 /* What the session tells a lock attempt: reconnected, expired, a watch
  * fired, a request dropped on close, closed, and (the timer thread) that
  * the server may no longer know the hold.  The class the session calls
- * the attempt through (zkl_lock_class); the moves are lock.c's. */
+ * the attempt through (zkl_attempt_class); the moves are machine.c's and
+ * rehold.c's. */
 #include <string.h>
 
 #include "attempt.h"
@@ -9,7 +10,7 @@
 /* ---- what the session tells us ------------------------------------------ */
 
 static void lock_on_connected(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   switch (l->state) {
   case L_PARENTS: if (l->t.redo) lock_parents(l); break;
   case L_CREATING: if (l->t.redo && !l->create_out) lock_create(l); break;
@@ -29,18 +30,18 @@ static void lock_on_connected(zkl_task *t) {
   case L_HELD:
     lock_watch_self(l); /* still there? (and revoked?) */
     if (l->g && l->g->rpending) guard_read(l); /* (it was cut) */
-    if (l->lingers) linger_watch(l); /* (anyone while we were away?) */
+    if (l->lingers) rehold_watch(l); /* (anyone while we were away?) */
     break;
   case L_LINGER:
     lock_watch_self(l);
-    linger_watch(l);
+    rehold_watch(l);
     break;
   default: break;
   }
 }
 
 static void lock_on_expired(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   if (l->state == L_IDLE || l->state == L_DONE || l->state == L_FAILED)
     return;
   if (l->state == L_HELD) lock_lost_event(l);
@@ -49,11 +50,11 @@ static void lock_on_expired(zkl_task *t) {
 }
 
 static int lock_on_watch(zkl_task *t, int type, const char *path) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   size_t n;
   if (zkl_task_watches(t, path) && l->lingers &&
       (l->state == L_LINGER || l->state == L_HELD)) {
-    linger_watch(l); /* the directory changed: who is there? */
+    rehold_watch(l); /* the directory changed: who is there? */
     return ZKL_ABOUT_WAITED;
   }
   if (zkl_task_watches(t, path)) {
@@ -84,14 +85,14 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
 }
 
 static void lock_on_closing(zkl_task *t, zkl_req *r) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
   if (t->epoch == r->epoch && l->state != L_DONE && l->state != L_FAILED)
     lock_finish(t, ZCLOSING, NULL);
 }
 
 static void lock_on_closed(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   if (l->state == L_DONE || l->state == L_FAILED || l->state == L_IDLE) {
     zkl_task_unkeep(t);
     return;
@@ -104,7 +105,7 @@ static void lock_on_closed(zkl_task *t) {
  * outlive our belief. */
 static int lock_check_lost(zkl_task *t, double now, double deadline,
                            double *next) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   int over = lock_overdue(l, now); /* max_hold */
   if (l->state == L_LINGER) {
     /* its time is up, or the session may be gone: the node goes */
@@ -124,7 +125,7 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
   return 0;
 }
 
-const zkl_task_class zkl_lock_class = {
+const zkl_task_class zkl_attempt_class = {
   "lock", lock_on_connected, lock_on_expired, lock_on_watch,
   lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
   lock_parents_made, lock_free

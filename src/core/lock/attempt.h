@@ -1,16 +1,16 @@
-/* The lock attempt's state, shared by the lock family (listed below:
- * the state machine, run by ZooKeeper's completion thread, and the Lua
- * thread's side).  Nothing else sees it: the rest of the core knows a lock
- * only as a task (internal.h), the binding only as an opaque zkl_lock
- * (zkl.h). */
+/* The lock attempt's state, shared by the files of src/core/lock/ (listed
+ * below: the state machine, run by ZooKeeper's completion thread, and the
+ * Lua thread's side).  Nothing else sees it: the rest of the core knows an
+ * attempt only as a task (internal.h), the binding only as an opaque
+ * zkl_attempt (zkl.h). */
 #ifndef ZKLOCK_ATTEMPT_H
 #define ZKLOCK_ATTEMPT_H
 
-#include "internal.h"
+#include "../internal.h"
 
 #pragma GCC visibility push(hidden)
 
-/* the phases of lock.c's diagram */
+/* the phases of machine.c's diagram */
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
        L_HELD, L_LINGER, L_DELETING, L_DONE, L_FAILED };
 enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF,
@@ -41,7 +41,7 @@ typedef struct {
   char wname[8];
 } lock_guard;
 
-struct zkl_lock {
+struct zkl_attempt {
   zkl_task t;      /* path: the lock directory; watch: the predecessor */
   int kind, max_leases;
   unsigned long serial; /* the client's n-th attempt: tags its events */
@@ -66,15 +66,17 @@ struct zkl_lock {
                       no event since): a deletion of ours would be told */
   int64_t czxid;
   int64_t session; /* session that created our node */
+  /* written by hold_limit only (node.c) */
   double max_hold; /* seconds a hold may last (0: no limit) */
   double hold_until; /* boot clock: when the current hold ends, or 0 */
   lock_guard *g;   /* a guarded node read or written, or NULL */
-  struct zkl_lock *over; /* a downgraded read: the write attempt whose node
-                      keeps later writers out (a reference); the read
-                      holds only while it does, and ends with it
-                      (docs/design.md, section 5) */
-  /* lock caching (docs/design.md, section 4.13): a released hold may
-   * linger (L_LINGER) until linger_until, watching the directory */
+  /* a downgraded read: the write attempt whose node keeps later writers
+   * out (a reference); the read holds only while it does, and ends with
+   * it (docs/design.md, section 5) */
+  struct zkl_attempt *over;
+  /* a node held again with no request (rehold.c): a released hold may
+   * linger (L_LINGER) until linger_until; a hold that lingers or is passed
+   * in a cohort watches the directory for contenders */
   double linger_until; /* boot clock; 0: not lingering */
   int lingers;     /* the directory watch is ours (set while lingering) */
   int contended;   /* another node was seen in the directory: no reuse */
@@ -84,55 +86,61 @@ struct zkl_lock {
                       reconnection), a contender perhaps among it */
 };
 
-#define LOCK(t) ((zkl_lock *)(t))
+#define ATTEMPT(t) ((zkl_attempt *)(t))
 
-extern const zkl_task_class zkl_lock_class;
+extern const zkl_task_class zkl_attempt_class;
 
-/* The lock family, bottom up (a file calls only those listed before it;
- * the session reaches an attempt through its class):
- *   locknode.c    our node: name, path, finish, delete; believed held?
- *   guard.c       the guarded node: read with the acquire, written with
- *                 the release (section 4.12)
- *   lock.c        the state machine: create, list, wait, hold, recover,
- *                 the self watch, release
- *   linger.c      lock caching (section 4.13)
- *   locksession.c the class: what the session tells an attempt
- *   lockapi.c     the Lua thread's side: make, start, poll, drop
- * All with the client's mutex held but the zkl_lock_* entry points. */
+/* The files of src/core/lock/, bottom up (a file calls only those listed
+ * before it; the session reaches an attempt through its class):
+ *   node.c      our node: name, path, finish, delete; believed held (the
+ *               margin, the hold's time limit)?
+ *   guard.c     the guarded node: read with the acquire, written with the
+ *               release (section 4.12)
+ *   machine.c   the state machine: create, list, wait, hold, recover, the
+ *               self watch, release
+ *   rehold.c    a node held again with no request: lock caching (section
+ *               4.13) and a cohort's pass (section 16)
+ *   class.c     the class: what the session tells an attempt
+ *   api.c       the Lua thread's side: make, start, poll, drop
+ * All with the client's mutex held but the zkl_attempt_* entry points. */
 
-/* locknode.c */
-void lock_set_node(zkl_lock *l, const char *name); /* copied; NULL: none */
-char *lock_nodepath(const zkl_lock *l); /* our node's full path, or NULL */
-void lock_lost_event(zkl_lock *l);    /* a hold ended: on_lost queued */
+/* node.c */
+void lock_set_node(zkl_attempt *l, const char *name); /* copied; NULL: none */
+char *lock_nodepath(const zkl_attempt *l); /* our node's full path, or NULL */
+void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
 void lock_finish(zkl_task *t, int rc, const char *what);
-void lock_delete(zkl_lock *l);        /* our node goes, then done */
-int lock_margin_ok(zkl_lock *l);      /* the server cannot have expired us */
-int lock_overdue(const zkl_lock *l, double now); /* past its max_hold */
-int lock_held_now(zkl_lock *l);       /* held, within margin and max_hold */
+void lock_delete(zkl_attempt *l);     /* our node goes, then done */
+int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */
+/* A hold's time limit: set (max_hold seconds, 0: none; its end starts
+ * now when held) by hold_limit alone; read by lock_overdue alone, but for
+ * the timer thread's wake-up (lock_check_lost). */
+void hold_limit(zkl_attempt *l, double max_hold);
+int lock_overdue(const zkl_attempt *l, double now); /* past its max_hold */
+int lock_held_now(zkl_attempt *l);    /* held, within margin and max_hold */
 void lock_free(zkl_task *t);
 
 /* guard.c */
-void guard_read(zkl_lock *l);         /* the guarded read, this epoch */
-void guard_write(zkl_lock *l);        /* the write-with-release multi */
+void guard_read(zkl_attempt *l);      /* the guarded read, this epoch */
+void guard_write(zkl_attempt *l);     /* the write-with-release multi */
 
-/* lock.c */
-void lock_parents(zkl_lock *l);       /* make the directory and its parents */
+/* machine.c */
+void lock_parents(zkl_attempt *l);    /* make the directory and its parents */
 void lock_parents_made(zkl_task *t);
-void lock_create(zkl_lock *l);        /* queue: create our node */
-void lock_list(zkl_lock *l);          /* list the directory, evaluate */
-void lock_watch_dir(zkl_lock *l);     /* a lease: watch the directory */
-void lock_watch_self(zkl_lock *l);    /* read (and watch) our own node */
-void lock_node_gone(zkl_lock *l);     /* deleted by someone else */
-void lock_blocker_gone(zkl_lock *l);  /* the watched predecessor went */
-void lock_release_locked(zkl_lock *l); /* give it up: our node goes */
-void lock_lost(zkl_lock *l);          /* a hold ends without its owner's
+void lock_create(zkl_attempt *l);     /* queue: create our node */
+void lock_list(zkl_attempt *l);       /* list the directory, evaluate */
+void lock_watch_dir(zkl_attempt *l);  /* a lease: watch the directory */
+void lock_watch_self(zkl_attempt *l); /* read (and watch) our own node */
+void lock_node_gone(zkl_attempt *l);  /* deleted by someone else */
+void lock_blocker_gone(zkl_attempt *l); /* the watched predecessor went */
+void lock_release_locked(zkl_attempt *l); /* give it up: our node goes */
+void lock_lost(zkl_attempt *l);       /* a hold ends without its owner's
                                          word: on_lost, our node goes, and
                                          the reads resting on it end too */
-void lock_end_resting(zkl_lock *w);   /* w's node goes: reads resting on
-                                         it end as lost holds */
+/* w's node goes: reads resting on it end as lost holds */
+void lock_end_resting(zkl_attempt *w);
 
-/* linger.c */
-void linger_watch(zkl_lock *l);       /* list the directory, with a watch */
+/* rehold.c */
+void rehold_watch(zkl_attempt *l);    /* list the directory, with a watch */
 
 #pragma GCC visibility pop
 

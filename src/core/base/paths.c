@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "zkl.h"
+#include "../zkl.h"
 
 /* The code point of the UTF-8 sequence at p (n bytes left), its length in
  * *len; -1 when it is no well-formed sequence: a stray continuation byte,

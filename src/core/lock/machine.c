@@ -7,10 +7,10 @@
  *                          -> LISTING (on its deletion) -> HELD | WATCHING
  *   missing parent: PARENTS (containers) -> CREATING
  *   create reply lost: RECOVER (find our uuid, check ephemeralOwner)
- *   release / timeout / __gc: DELETING -> DONE  (locknode.c; with a
+ *   release / timeout / __gc: DELETING -> DONE  (node.c; with a
  *     guarded write, DELETING is guard.c's multi)
  *   release with linger: HELD -> LINGER -> HELD again | DELETING
- *     (linger.c)
+ *     (rehold.c, which passes a HELD one in a cohort too)
  *   a failure that is not a cut connection: FAILED
  *
  * From the create's reply on, a get-with-watch on our own node ("self
@@ -28,23 +28,23 @@
 
 #include "attempt.h"
 
-static zkl_req *lock_req(zkl_lock *l, int kind) {
+static zkl_req *lock_req(zkl_attempt *l, int kind) {
   return zkl_task_req(&l->t, kind);
 }
 
-static int lock_sent(zkl_lock *l, zkl_req *r, int rc, const char *what) {
+static int lock_sent(zkl_attempt *l, zkl_req *r, int rc, const char *what) {
   return zkl_task_sent(&l->t, r, rc, what);
 }
 
 /* a completion of ours, or NULL when it is of an older epoch */
-static zkl_lock *lock_enter(const void *data, int rc, zkl_req **rp) {
-  return LOCK(zkl_task_enter(data, rc, rp));
+static zkl_attempt *lock_enter(const void *data, int rc, zkl_req **rp) {
+  return ATTEMPT(zkl_task_enter(data, rc, rp));
 }
 
 /* ---- create, parents, list ---------------------------------------------- */
 
 void lock_parents_made(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   if (l->g && l->g->wparents) { /* the guarded node's, for the write */
     l->g->wparents = 0;
     guard_write(l);
@@ -53,7 +53,7 @@ void lock_parents_made(zkl_task *t) {
   }
 }
 
-void lock_parents(zkl_lock *l) {
+void lock_parents(zkl_attempt *l) {
   l->state = L_PARENTS;
   zkl_task_parents(&l->t, l->t.path, 1); /* the directory too */
 }
@@ -61,7 +61,7 @@ void lock_parents(zkl_lock *l) {
 static void lock_create_cb(int rc, const char *name, const struct Stat *st,
                            const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
+  zkl_attempt *l = lock_enter(data, rc, &r);
   if (l && l->state == L_CREATING) {
     l->create_out = 0;
     if (rc == ZOK) {
@@ -88,7 +88,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
   zkl_task_leave(r);
 }
 
-void lock_create(zkl_lock *l) {
+void lock_create(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   zkl_task_move(&l->t);
@@ -111,9 +111,9 @@ void lock_create(zkl_lock *l) {
  * predecessor's, would have said otherwise first (replies and events of
  * one session arrive in order).  Else list again.  (docs/design.md,
  * section 4.4) */
-static void lock_hold(zkl_lock *l);
+static void lock_hold(zkl_attempt *l);
 
-void lock_blocker_gone(zkl_lock *l) {
+void lock_blocker_gone(zkl_attempt *l) {
   if (l->sole && l->kind != ZKL_KIND_LEASE && l->node && l->self_live) {
     l->sole = 0;
     lock_hold(l);
@@ -125,7 +125,7 @@ void lock_blocker_gone(zkl_lock *l) {
 static void lock_get_cb(int rc, const char *v, int vlen, const struct Stat *st,
                         const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
+  zkl_attempt *l = lock_enter(data, rc, &r);
   (void)v; (void)vlen; (void)st;
   if (l && l->state == L_WATCHING) {
     if (rc == ZOK) {
@@ -148,7 +148,7 @@ static const char REVOKE[] = ZKL_REVOKE;
 /* Our node is gone, and we did not delete it: a hold is lost (as on an
  * expiry); a queued attempt queues again with a new node (within the
  * caller's deadline).  (docs/design.md, section 4.5) */
-void lock_node_gone(zkl_lock *l) {
+void lock_node_gone(zkl_attempt *l) {
   if (l->state == L_LINGER) { /* nobody held it: nothing lost */
     lock_set_node(l, NULL);
     lock_release_locked(l);
@@ -168,7 +168,7 @@ void lock_node_gone(zkl_lock *l) {
 static void lock_self_cb(int rc, const char *v, int vlen,
                          const struct Stat *st, const void *data) {
   zkl_req *r = zkl_task_enter_req(data, rc);
-  zkl_lock *l = LOCK(r->t);
+  zkl_attempt *l = ATTEMPT(r->t);
   int news = 0; /* anything a waiter must look at? (mostly not: then
                    nobody is woken, which keeps the cycle at the floor) */
   if (r->epoch == l->self_gen && l->node) {
@@ -200,7 +200,7 @@ static void lock_self_cb(int rc, const char *v, int vlen,
 
 /* Get-with-watch on our own node (dedupes with one already set: one watch
  * per session and path on the server). */
-void lock_watch_self(zkl_lock *l) {
+void lock_watch_self(zkl_attempt *l) {
   zkl_req *r;
   char *full;
   int rc;
@@ -218,12 +218,9 @@ void lock_watch_self(zkl_lock *l) {
 /* We hold: the acquirer may go on now.  The self watch is sent after that
  * wake-up (nothing is lost meanwhile: a node deleted before the watch is
  * set answers the get with "no node"). */
-static void lock_hold(zkl_lock *l) {
+static void lock_hold(zkl_attempt *l) {
   l->state = L_HELD;
-  if (l->max_hold > 0) { /* the timer thread ends it then (lock_check_lost) */
-    l->hold_until = zkl_bootnow() + l->max_hold;
-    zkl_client_rearm(l->t.c);
-  }
+  hold_limit(l, l->max_hold); /* (its end, if it has one, starts now) */
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
   if (l->notify_held && l->node) {
@@ -245,13 +242,13 @@ static void lock_hold(zkl_lock *l) {
   if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
 }
 
-static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
+static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,
                           int watched);
 
 static void lock_dir_cb(int rc, const struct String_vector *sv,
                         const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
+  zkl_attempt *l = lock_enter(data, rc, &r);
   if (l && l->state == L_WATCHING) {
     if (rc == ZOK) lock_evaluate(l, sv, 1);
     else if (rc == ZNONODE) lock_list(l); /* (finds our node gone too) */
@@ -263,7 +260,7 @@ static void lock_dir_cb(int rc, const struct String_vector *sv,
 /* A lease waits on a children watch of its directory: any lease released,
  * in whatever order, wakes it within a round trip (docs/design.md,
  * section 4.10).  The listing that sets the watch is evaluated too. */
-void lock_watch_dir(zkl_lock *l) {
+void lock_watch_dir(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   zkl_task_move(&l->t);
@@ -277,13 +274,13 @@ void lock_watch_dir(zkl_lock *l) {
 
 /* Our queued node is not in the listing (someone deleted it): queue again,
  * behind everyone, unless we were giving it up anyway. */
-static void lock_requeue(zkl_lock *l) {
+static void lock_requeue(zkl_attempt *l) {
   lock_set_node(l, NULL);
   if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
 }
 
 /* Watch `name`, the node that holds us back (sole: it alone does). */
-static void lock_wait_for(zkl_lock *l, const char *name, int sole) {
+static void lock_wait_for(zkl_attempt *l, const char *name, int sole) {
   zkl_req *r;
   int rc;
   zkl_task_set_watch(&l->t, zkl_join(l->t.path, name));
@@ -299,7 +296,7 @@ static void lock_wait_for(zkl_lock *l, const char *name, int sole) {
 
 /* Where a listing puts us: held, or waiting (watched: the listing came
  * with a watch, which is set already). */
-static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
+static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,
                           int watched) {
   zkl_entry *e;
   int n, idx, b;
@@ -349,7 +346,7 @@ static void lock_evaluate(zkl_lock *l, const struct String_vector *sv,
 
 static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
+  zkl_attempt *l = lock_enter(data, rc, &r);
   if (l && l->state == L_RECOVER) {
     if (rc == ZOK && st->ephemeralOwner == l->t.c->session_id) {
       l->czxid = st->czxid; /* ours: adopt it */
@@ -370,7 +367,7 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
 /* A create whose reply was lost: the listing shows whether a node of our
  * uuid exists, and its ephemeralOwner whether it is ours
  * (docs/design.md, section 4.8). */
-static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
+static void lock_recovered(zkl_attempt *l, const struct String_vector *sv) {
   int i;
   for (i = 0; i < sv->count; i++) {
     if (strstr(sv->data[i], l->uuid)) {
@@ -393,7 +390,7 @@ static void lock_recovered(zkl_lock *l, const struct String_vector *sv) {
 static void lock_list_cb(int rc, const struct String_vector *sv,
                          const void *data) {
   zkl_req *r;
-  zkl_lock *l = lock_enter(data, rc, &r);
+  zkl_attempt *l = lock_enter(data, rc, &r);
   /* (the listing piped behind a create is answered after it: by then the
    * create's reply moved us to LISTING, or to a newer epoch) */
   if (l && (l->state == L_LISTING || l->state == L_RECOVER)) {
@@ -414,7 +411,7 @@ static void lock_sync_cb(int rc, const char *value, const void *data) {
   zkl_task_leave(r);
 }
 
-void lock_list(zkl_lock *l) {
+void lock_list(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   if (l->state != L_CREATING) {
@@ -442,7 +439,7 @@ void lock_list(zkl_lock *l) {
   if (l->g && l->g->rpath) guard_read(l);
 }
 
-void lock_release_locked(zkl_lock *l) {
+void lock_release_locked(zkl_attempt *l) {
   l->abandon = 1;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
@@ -465,7 +462,7 @@ void lock_release_locked(zkl_lock *l) {
  * max_hold, the server not heard from): on_lost is queued and our node
  * goes.  A downgraded read resting on it ends the same way: a writer
  * queued between the two may hold now (docs/design.md, section 5). */
-void lock_lost(zkl_lock *l) {
+void lock_lost(zkl_attempt *l) {
   lock_lost_event(l);
   lock_release_locked(l);
   zkl_task_notify(&l->t);
@@ -475,13 +472,13 @@ void lock_lost(zkl_lock *l) {
 /* The write attempt w's node goes: a read still resting on it ends as a
  * lost hold (Lua lets a read stand alone, rest_on(NULL), before it gives
  * back a write node that nothing queued between). */
-void lock_end_resting(zkl_lock *w) {
+void lock_end_resting(zkl_attempt *w) {
   zkl_task *t, *next;
   for (t = w->t.c->tasks; t; t = next) {
-    zkl_lock *r;
+    zkl_attempt *r;
     next = t->next; /* (ending r may free it, nothing else) */
-    if (t->cls != &zkl_lock_class) continue;
-    r = LOCK(t);
+    if (t->cls != &zkl_attempt_class) continue;
+    r = ATTEMPT(t);
     if (r->over == w && r->state == L_HELD && !r->lost) lock_lost(r);
   }
 }

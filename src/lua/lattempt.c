@@ -8,14 +8,23 @@
 
 #include "lbind.h"
 
-typedef struct { zkl_lock *l; } llock_box;
+typedef struct { zkl_attempt *l; } lattempt_box;
 
-static const char *const llock_status[] = { "pending", "held", "done",
-                                            "failed", "waiting" };
+/* max_hold at idx (none: 0), however it comes in: client:_lock, relock,
+ * pass.  The core sets it (hold_limit); the binding only checks it. */
+static double lattempt_opt_max_hold(lua_State *L, int idx) {
+  double s = luaL_optnumber(L, idx, 0);
+  luaL_argcheck(L, s >= 0 && s < 1e9, idx,
+                "max_hold must be a number of seconds >= 0");
+  return s;
+}
+
+static const char *const lattempt_status[] = { "pending", "held", "done",
+                                               "failed", "waiting" };
 
 /* client:_lock(path, kind, max_leases, data, ignore [, max_hold])
  *   -> attempt */
-static int llock_new(lua_State *L) {
+static int lattempt_new(lua_State *L) {
   static const char *const kinds[] = { "mutex", "lease", "read", "write",
                                        "latch", NULL };
   zkl_client *c = zkl_checkclient(L, 1);
@@ -26,46 +35,45 @@ static int llock_new(lua_State *L) {
   size_t dlen = 0;
   const char *data = zkl_checkdata(L, 5, c, &dlen, 1, "");
   const char *ignore = luaL_optstring(L, 6, NULL);
-  double max_hold = luaL_optnumber(L, 7, 0);
+  double max_hold;
   zkl_error err;
-  llock_box *b;
+  lattempt_box *b;
   /* ignore: a child's name (our own write node), not a path */
   luaL_argcheck(L, !ignore || (*ignore && !strchr(ignore, '/') &&
                                strlen(ignore) < 256), 6,
                 "node name expected");
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 7,
-                "max_hold must be a number of seconds >= 0");
-  b = (llock_box *)lua_newuserdata(L, sizeof *b);
+  max_hold = lattempt_opt_max_hold(L, 7);
+  b = (lattempt_box *)lua_newuserdata(L, sizeof *b);
   b->l = NULL;
   luaL_setmetatable(L, ZKL_ATTEMPT_MT);
-  b->l = zkl_lock_new(c, path, kind, max_leases, data, (int)dlen, ignore,
-                      &err);
+  b->l = zkl_attempt_new(c, path, kind, max_leases, data, (int)dlen, ignore,
+                         &err);
   if (!b->l) return luaL_error(L, "zklock: %s", err.msg);
-  if (max_hold > 0) zkl_lock_max_hold(b->l, max_hold);
+  if (max_hold > 0) zkl_attempt_max_hold(b->l, max_hold);
   return 1;
 }
 
-static zkl_lock *llock_check(lua_State *L) {
-  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+static zkl_attempt *lattempt_check(lua_State *L) {
+  lattempt_box *b = (lattempt_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   luaL_argcheck(L, b->l != NULL, 1, "lock attempt is gone");
-  zkl_checkfork(L, zkl_lock_client(b->l), "lock");
+  zkl_checkfork(L, zkl_attempt_client(b->l), "lock");
   return b->l;
 }
 
 /* attempt:start() -> true | nil, msg, code */
-static int llock_start(lua_State *L) {
+static int lattempt_start(lua_State *L) {
   zkl_error err;
-  if (!zkl_lock_start(llock_check(L), &err)) return zkl_pusherr(L, &err);
+  if (!zkl_attempt_start(lattempt_check(L), &err)) return zkl_pusherr(L, &err);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 /* attempt:poll() -> status, gen [, msg, code] */
-static int llock_poll(lua_State *L) {
+static int lattempt_poll(lua_State *L) {
   zkl_error err;
   unsigned long gen;
-  int st = zkl_lock_poll(llock_check(L), &gen, &err);
-  lua_pushstring(L, llock_status[st]);
+  int st = zkl_attempt_poll(lattempt_check(L), &gen, &err);
+  lua_pushstring(L, lattempt_status[st]);
   lua_pushnumber(L, (lua_Number)gen);
   if (st != ZKL_FAILED) return 2;
   lua_pushstring(L, err.msg);
@@ -73,27 +81,27 @@ static int llock_poll(lua_State *L) {
   return 4;
 }
 
-static int llock_release(lua_State *L) {
-  zkl_lock_release(llock_check(L));
+static int lattempt_release(lua_State *L) {
+  zkl_attempt_release(lattempt_check(L));
   return 0;
 }
 
-static int llock_held(lua_State *L) {
-  lua_pushboolean(L, zkl_lock_held(llock_check(L)));
+static int lattempt_held(lua_State *L) {
+  lua_pushboolean(L, zkl_attempt_held(lattempt_check(L)));
   return 1;
 }
 
 /* attempt:overdue() -> past its max_hold */
-static int llock_overdue(lua_State *L) {
-  lua_pushboolean(L, zkl_lock_overdue(llock_check(L)));
+static int lattempt_overdue(lua_State *L) {
+  lua_pushboolean(L, zkl_attempt_overdue(lattempt_check(L)));
   return 1;
 }
 
 /* attempt:info() -> node name | nil, czxid | nil */
-static int llock_info(lua_State *L) {
+static int lattempt_info(lua_State *L) {
   char node[200];
   int64_t czxid;
-  if (!zkl_lock_info(llock_check(L), node, sizeof node, &czxid)) {
+  if (!zkl_attempt_info(lattempt_check(L), node, sizeof node, &czxid)) {
     lua_pushnil(L);
     lua_pushnil(L);
     return 2;
@@ -105,23 +113,23 @@ static int llock_info(lua_State *L) {
 
 /* attempt:read_with(path): before start, read `path` with the acquire
  * (docs/design.md, section 4.12) */
-static int llock_read_with(lua_State *L) {
-  zkl_lock *l = llock_check(L);
+static int lattempt_read_with(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
   const char *path = zkl_checkpath(L, 2);
   zkl_error err;
-  if (!zkl_lock_read_with(l, path, &err)) return luaL_error(L, "zklock: %s",
-                                                            err.msg);
+  if (!zkl_attempt_read_with(l, path, &err))
+    return luaL_error(L, "zklock: %s", err.msg);
   return 0;
 }
 
 /* attempt:read_result() -> data, version | nil (no node) | nil, msg, code */
-static int llock_read_result(lua_State *L) {
-  zkl_lock *l = llock_check(L);
+static int lattempt_read_result(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
   int len = 0, cap, found;
   int64_t version = 0;
   char *buf;
   zkl_error err;
-  found = zkl_lock_read_result(l, NULL, &len, &version, &err); /* length */
+  found = zkl_attempt_read_result(l, NULL, &len, &version, &err); /* length */
   if (found < 0) return zkl_pusherr(L, &err);
   if (found == 0) {
     lua_pushnil(L);
@@ -130,7 +138,7 @@ static int llock_read_result(lua_State *L) {
   /* a buffer Lua owns: nothing leaks if pushing raises */
   cap = len;
   buf = (char *)lua_newuserdata(L, cap > 0 ? (size_t)cap : 1);
-  found = zkl_lock_read_result(l, buf, &len, &version, &err);
+  found = zkl_attempt_read_result(l, buf, &len, &version, &err);
   if (found < 0) return zkl_pusherr(L, &err);
   lua_pushlstring(L, buf, (size_t)(len < cap ? len : cap));
   zkl_pushint64(L, version);
@@ -139,23 +147,23 @@ static int llock_read_result(lua_State *L) {
 
 /* attempt:release_write(path, data) -> true | nil, msg, code: end the hold
  * with one multi-op writing `data` to `path` */
-static int llock_release_write(lua_State *L) {
-  zkl_lock *l = llock_check(L);
+static int lattempt_release_write(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
   const char *path = zkl_checkpath(L, 2);
   size_t len = 0;
-  const char *data = zkl_checkdata(L, 3, zkl_lock_client(l), &len, 0, NULL);
+  const char *data = zkl_checkdata(L, 3, zkl_attempt_client(l), &len, 0, NULL);
   zkl_error err;
-  if (!zkl_lock_release_write(l, path, data, (int)len, &err))
+  if (!zkl_attempt_release_write(l, path, data, (int)len, &err))
     return zkl_pusherr(L, &err);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 /* attempt:write_result() -> version, zxid | nil, msg, code */
-static int llock_write_result(lua_State *L) {
+static int lattempt_write_result(lua_State *L) {
   int64_t version = 0, zxid = 0;
   zkl_error err;
-  if (!zkl_lock_write_result(llock_check(L), &version, &zxid, &err))
+  if (!zkl_attempt_write_result(lattempt_check(L), &version, &zxid, &err))
     return zkl_pusherr(L, &err);
   zkl_pushint64(L, version);
   zkl_pushint64(L, zxid);
@@ -163,23 +171,20 @@ static int llock_write_result(lua_State *L) {
 }
 
 /* attempt:linger(seconds) -> true (the node lingers) | false (released) */
-static int llock_linger(lua_State *L) {
-  zkl_lock *l = llock_check(L);
+static int lattempt_linger(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
   double s = luaL_checknumber(L, 2);
   luaL_argcheck(L, s > 0 && s < 1e9, 2, "linger must be seconds > 0");
-  lua_pushboolean(L, zkl_lock_linger(l, s));
+  lua_pushboolean(L, zkl_attempt_linger(l, s));
   return 1;
 }
 
 /* attempt:relock([max_hold [, may_wait]]) -> true (held again, no
  * request) | false (given up) | "listing" (may_wait: not known yet) */
-static int llock_relock(lua_State *L) {
-  zkl_lock *l = llock_check(L);
-  double max_hold = luaL_optnumber(L, 2, 0);
-  int r;
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
-                "max_hold must be a number of seconds >= 0");
-  r = zkl_lock_relock(l, max_hold, lua_toboolean(L, 3));
+static int lattempt_relock(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
+  double max_hold = lattempt_opt_max_hold(L, 2);
+  int r = zkl_attempt_relock(l, max_hold, lua_toboolean(L, 3));
   if (r < 0) lua_pushliteral(L, "listing");
   else lua_pushboolean(L, r);
   return 1;
@@ -187,26 +192,23 @@ static int llock_relock(lua_State *L) {
 
 /* attempt:watch_contenders(): a hold that will linger watches its
  * directory now (docs/design.md, section 4.13) */
-static int llock_watch_contenders(lua_State *L) {
-  zkl_lock_watch_contenders(llock_check(L));
+static int lattempt_watch_contenders(lua_State *L) {
+  zkl_attempt_watch_contenders(lattempt_check(L));
   return 0;
 }
 
 /* attempt:pass([max_hold]) -> true when held and passed to another waiter
  * of this client, the node kept (docs/design.md, section 16) */
-static int llock_pass(lua_State *L) {
-  zkl_lock *l = llock_check(L);
-  double max_hold = luaL_optnumber(L, 2, 0);
-  luaL_argcheck(L, max_hold >= 0 && max_hold < 1e9, 2,
-                "max_hold must be a number of seconds >= 0");
-  lua_pushboolean(L, zkl_lock_pass(l, max_hold));
+static int lattempt_pass(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
+  lua_pushboolean(L, zkl_attempt_pass(l, lattempt_opt_max_hold(L, 2)));
   return 1;
 }
 
 /* attempt:revoke_asked() -> true when our node was asked to revoke (read
  * as "__REVOKE__" while held and revocable): not to be passed on */
-static int llock_revoke_asked(lua_State *L) {
-  lua_pushboolean(L, zkl_lock_revoke_asked(llock_check(L)));
+static int lattempt_revoke_asked(lua_State *L) {
+  lua_pushboolean(L, zkl_attempt_revoke_asked(lattempt_check(L)));
   return 1;
 }
 
@@ -214,9 +216,9 @@ static int llock_revoke_asked(lua_State *L) {
  * directory since watch_contenders; listed: nil (no watch), false (its
  * first listing is out), true (the last one answered), "changed" (the
  * directory changed since: its listing is out) */
-static int llock_contenders(lua_State *L) {
+static int lattempt_contenders(lua_State *L) {
   int listed;
-  lua_pushboolean(L, zkl_lock_contenders(llock_check(L), &listed));
+  lua_pushboolean(L, zkl_attempt_contenders(lattempt_check(L), &listed));
   if (listed < 0) lua_pushnil(L);
   else if (listed == 2) lua_pushliteral(L, "changed");
   else lua_pushboolean(L, listed);
@@ -225,72 +227,72 @@ static int llock_contenders(lua_State *L) {
 
 /* attempt:rest_on(write_attempt | nil): a downgraded read holds only
  * while that write attempt (of the same client) does */
-static int llock_rest_on(lua_State *L) {
-  zkl_lock *l = llock_check(L), *w = NULL;
+static int lattempt_rest_on(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L), *w = NULL;
   if (!lua_isnoneornil(L, 2)) {
-    llock_box *b = (llock_box *)luaL_checkudata(L, 2, ZKL_ATTEMPT_MT);
+    lattempt_box *b = (lattempt_box *)luaL_checkudata(L, 2, ZKL_ATTEMPT_MT);
     luaL_argcheck(L, b->l != NULL, 2, "lock attempt is gone");
-    luaL_argcheck(L, zkl_lock_client(b->l) == zkl_lock_client(l) &&
+    luaL_argcheck(L, zkl_attempt_client(b->l) == zkl_attempt_client(l) &&
                   b->l != l, 2, "another attempt of the same client expected");
     w = b->l;
   }
-  zkl_lock_rest_on(l, w);
+  zkl_attempt_rest_on(l, w);
   return 0;
 }
 
 /* attempt:serial() -> n: tells this attempt's events (client:_events()
  * entries' third field) from those of the client's other attempts */
-static int llock_serial(lua_State *L) {
-  lua_pushnumber(L, (lua_Number)zkl_lock_serial(llock_check(L)));
+static int lattempt_serial(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)zkl_attempt_serial(lattempt_check(L)));
   return 1;
 }
 
 /* attempt:notify_held(): queue a "held" event when it comes to hold */
-static int llock_notify_held(lua_State *L) {
-  zkl_lock_notify_held(llock_check(L));
+static int lattempt_notify_held(lua_State *L) {
+  zkl_attempt_notify_held(lattempt_check(L));
   return 0;
 }
 
 /* attempt:revocable(): watch our node for revocation requests */
-static int llock_revocable(lua_State *L) {
-  zkl_lock_revocable(llock_check(L));
+static int lattempt_revocable(lua_State *L) {
+  zkl_attempt_revocable(lattempt_check(L));
   return 0;
 }
 
 /* attempt:_wake(id) -> gen: from now on a change of this attempt queues
  * `id` on the client's ready list (OpenResty waiter); the client's change
  * counter read at the same moment tells whether anything moved before. */
-static int llock_wake(lua_State *L) {
-  zkl_lock *l = llock_check(L);
+static int lattempt_wake(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
   unsigned id = (unsigned)luaL_checkinteger(L, 2);
-  lua_pushnumber(L, (lua_Number)zkl_lock_set_wake(l, id));
+  lua_pushnumber(L, (lua_Number)zkl_attempt_set_wake(l, id));
   return 1;
 }
 
-static int llock_gc(lua_State *L) {
-  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+static int lattempt_gc(lua_State *L) {
+  lattempt_box *b = (lattempt_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   if (b->l) {
-    zkl_lock *l = b->l;
+    zkl_attempt *l = b->l;
     b->l = NULL;
-    if (!zkl_client_forked(zkl_lock_client(l))) zkl_lock_drop(l);
+    if (!zkl_client_forked(zkl_attempt_client(l))) zkl_attempt_drop(l);
   }
   return 0;
 }
 
-static int llock_tostring(lua_State *L) {
-  llock_box *b = (llock_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
+static int lattempt_tostring(lua_State *L) {
+  lattempt_box *b = (lattempt_box *)luaL_checkudata(L, 1, ZKL_ATTEMPT_MT);
   if (!b->l) {
     lua_pushfstring(L, "zklock.attempt{gone}: %p", (void *)b);
-  } else if (zkl_client_forked(zkl_lock_client(b->l))) {
+  } else if (zkl_client_forked(zkl_attempt_client(b->l))) {
     /* (its mutex is the parent's) */
     lua_pushfstring(L, "zklock.attempt{%s, forked}: %p",
-                    zkl_lock_path(b->l), (void *)b);
+                    zkl_attempt_path(b->l), (void *)b);
   } else {
     char node[200];
     int64_t czxid;
-    if (!zkl_lock_info(b->l, node, sizeof node, &czxid))
+    if (!zkl_attempt_info(b->l, node, sizeof node, &czxid))
       snprintf(node, sizeof node, "-");
-    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", zkl_lock_path(b->l),
+    lua_pushfstring(L, "zklock.attempt{%s/%s}: %p", zkl_attempt_path(b->l),
                     node, (void *)b);
   }
   return 1;
@@ -299,7 +301,7 @@ static int llock_tostring(lua_State *L) {
 /* core.box(mt, fields) -> userdata with metatable mt and fields as its
  * user value; core.unbox(u) -> fields.  Recipe objects are such boxes: a
  * userdata identity, Lua methods in mt. */
-static int llock_boxnew(lua_State *L) {
+static int lattempt_boxnew(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
 #if LUA_VERSION_NUM >= 504
@@ -314,7 +316,7 @@ static int llock_boxnew(lua_State *L) {
   return 1;
 }
 
-static int llock_unbox(lua_State *L) {
+static int lattempt_unbox(lua_State *L) {
   if (lua_type(L, 1) != LUA_TUSERDATA) {
     lua_pushnil(L);
     return 1;
@@ -324,46 +326,46 @@ static int llock_unbox(lua_State *L) {
   return 1;
 }
 
-void zkl_open_lock(lua_State *L) {
+void zkl_open_attempt(lua_State *L) {
   static const luaL_Reg methods[] = {
-    { "start", llock_start },
-    { "poll", llock_poll },
-    { "release", llock_release },
-    { "held", llock_held },
-    { "overdue", llock_overdue },
-    { "info", llock_info },
-    { "revocable", llock_revocable },
-    { "notify_held", llock_notify_held },
-    { "serial", llock_serial },
-    { "rest_on", llock_rest_on },
-    { "read_with", llock_read_with },
-    { "linger", llock_linger },
-    { "relock", llock_relock },
-    { "watch_contenders", llock_watch_contenders },
-    { "pass", llock_pass },
-    { "contenders", llock_contenders },
-    { "revoke_asked", llock_revoke_asked },
-    { "read_result", llock_read_result },
-    { "release_write", llock_release_write },
-    { "write_result", llock_write_result },
-    { "_wake", llock_wake },
+    { "start", lattempt_start },
+    { "poll", lattempt_poll },
+    { "release", lattempt_release },
+    { "held", lattempt_held },
+    { "overdue", lattempt_overdue },
+    { "info", lattempt_info },
+    { "revocable", lattempt_revocable },
+    { "notify_held", lattempt_notify_held },
+    { "serial", lattempt_serial },
+    { "rest_on", lattempt_rest_on },
+    { "read_with", lattempt_read_with },
+    { "linger", lattempt_linger },
+    { "relock", lattempt_relock },
+    { "watch_contenders", lattempt_watch_contenders },
+    { "pass", lattempt_pass },
+    { "contenders", lattempt_contenders },
+    { "revoke_asked", lattempt_revoke_asked },
+    { "read_result", lattempt_read_result },
+    { "release_write", lattempt_release_write },
+    { "write_result", lattempt_write_result },
+    { "_wake", lattempt_wake },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {
-    { "__gc", llock_gc },
-    { "__tostring", llock_tostring },
+    { "__gc", lattempt_gc },
+    { "__tostring", lattempt_tostring },
     { NULL, NULL }
   };
   static const luaL_Reg funcs[] = {
-    { "box", llock_boxnew },
-    { "unbox", llock_unbox },
+    { "box", lattempt_boxnew },
+    { "unbox", lattempt_unbox },
     { NULL, NULL }
   };
   zkl_setmeta(L, ZKL_ATTEMPT_MT, methods, meta);
   luaL_setfuncs(L, funcs, 0);
   luaL_getmetatable(L, ZKL_CLIENT_MT); /* client:_lock */
   lua_getfield(L, -1, "__index");
-  lua_pushcfunction(L, llock_new);
+  lua_pushcfunction(L, lattempt_new);
   lua_setfield(L, -2, "_lock");
   lua_pop(L, 2);
 }

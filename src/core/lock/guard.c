@@ -8,7 +8,7 @@
  *   write: DELETING (multi) --missing--> create --no parent--> PARENTS
  *          --> multi again; refused: not written, our node goes plainly
  *
- * The completions run with the client's mutex held; the zkl_lock_*
+ * The completions run with the client's mutex held; the zkl_attempt_*
  * functions at the end are the Lua thread's, and take it. */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 static void guard_read_cb(int rc, const char *v, int vlen,
                          const struct Stat *st, const void *data) {
   zkl_req *r;
-  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
   lock_guard *g = l ? l->g : NULL;
   if (g) {
     g->rflight = -1;
@@ -47,7 +47,7 @@ static void guard_read_cb(int rc, const char *v, int vlen,
   zkl_task_leave(r);
 }
 
-void guard_read(zkl_lock *l) {
+void guard_read(zkl_attempt *l) {
   zkl_req *r = zkl_task_req(&l->t, R_READ);
   int rc = r ? zoo_aget(l->t.c->zh, l->g->rpath, 0, guard_read_cb, r)
              : ZSYSTEMERROR;
@@ -58,7 +58,7 @@ void guard_read(zkl_lock *l) {
 
 /* The multi-op ended the hold: our node is gone, with the write or
  * without it (section 4.12). */
-static void guard_write_end(zkl_lock *l, int wrc) {
+static void guard_write_end(zkl_attempt *l, int wrc) {
   l->g->wdone = 1;
   l->g->wrc = wrc;
   lock_set_node(l, NULL);
@@ -67,7 +67,7 @@ static void guard_write_end(zkl_lock *l, int wrc) {
 
 /* The write was refused: set-or-create goes on (next: zkl_write_next's
  * word), or not (0). */
-static int guard_retry(zkl_lock *l, int next) {
+static int guard_retry(zkl_attempt *l, int next) {
   lock_guard *g = l->g;
   if (next == ZKL_WRITE_FAIL) return 0;
   if (next == ZKL_WRITE_PARENTS) {
@@ -83,7 +83,7 @@ static int guard_retry(zkl_lock *l, int next) {
 
 static void guard_write_cb(int rc, const void *data) {
   zkl_req *r;
-  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
   lock_guard *g = l ? l->g : NULL;
   if (g && l->state == L_DELETING && g->wpath && !g->wdone) {
     int werr = g->mres[0].err, derr = g->mres[1].err;
@@ -116,7 +116,7 @@ static void guard_write_cb(int rc, const void *data) {
   zkl_task_leave(r);
 }
 
-void guard_write(zkl_lock *l) {
+void guard_write(zkl_attempt *l) {
   lock_guard *g = l->g;
   char *full;
   zkl_req *r;
@@ -150,7 +150,7 @@ void guard_write(zkl_lock *l) {
 
 /* ---- the Lua thread's side ------------------------------------------- */
 
-static lock_guard *guard_of(zkl_lock *l) {
+static lock_guard *guard_of(zkl_attempt *l) {
   if (!l->g) {
     l->g = calloc(1, sizeof *l->g);
     if (l->g) l->g->rflight = -1;
@@ -158,7 +158,7 @@ static lock_guard *guard_of(zkl_lock *l) {
   return l->g;
 }
 
-int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err) {
+int zkl_attempt_read_with(zkl_attempt *l, const char *path, zkl_error *err) {
   lock_guard *g;
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
@@ -176,8 +176,8 @@ int zkl_lock_read_with(zkl_lock *l, const char *path, zkl_error *err) {
   return ok;
 }
 
-int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
-                         int64_t *version, zkl_error *err) {
+int zkl_attempt_read_result(zkl_attempt *l, char *buf, int *len,
+                            int64_t *version, zkl_error *err) {
   int found = 0, cap = *len;
   *len = 0;
   pthread_mutex_lock(&l->t.c->mu);
@@ -198,8 +198,8 @@ int zkl_lock_read_result(zkl_lock *l, char *buf, int *len,
   return found;
 }
 
-int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
-                           int len, zkl_error *err) {
+int zkl_attempt_release_write(zkl_attempt *l, const char *path,
+                              const char *data, int len, zkl_error *err) {
   lock_guard *g;
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
@@ -222,8 +222,8 @@ int zkl_lock_release_write(zkl_lock *l, const char *path, const char *data,
   return ok;
 }
 
-int zkl_lock_write_result(zkl_lock *l, int64_t *version, int64_t *zxid,
-                          zkl_error *err) {
+int zkl_attempt_write_result(zkl_attempt *l, int64_t *version,
+                             int64_t *zxid, zkl_error *err) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (!l->g || !l->g->wpath) {

@@ -5,7 +5,7 @@
  * whatever waiter is installed (docs/design.md, section 16). */
 #include <pthread.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 static void signal_step(zkl_op *op) { (void)op; }
 

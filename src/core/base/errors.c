@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "zkl.h"
+#include "../zkl.h"
 
 static const char *const errors_codes[] = {
   "ok",

@@ -1,25 +1,19 @@
-/* The session: one zhandle, its state as Lua sees it, the watcher that
- * hands every event to the tasks, and the timer thread that keeps "last
- * heard" fresh while a lock is held, declares holds lost, and opens a new
- * session after an expiry (docs/design.md, section 9).
+/* The session as ZooKeeper's threads and the timer thread run it: one
+ * zhandle, its state as Lua sees it, the watcher that hands every event to
+ * the tasks, and the timer thread that keeps "last heard" fresh while a
+ * lock is held, declares holds lost, and opens a new session after an
+ * expiry (docs/design.md, section 9).  The client's life on the Lua
+ * thread (made, closed, freed, read) is client.c's.
  * ZooKeeper's threads only take the mutex, advance C state and wake the
  * waiters (notify.c); they never touch Lua.  Tasks are reached only
  * through their class (zkl_task_class), never by name. */
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "internal.h"
+#include "session.h"
 
 /* ---- the watcher -------------------------------------------------------- */
-
-/* Every task, as one loop; `next` is read first: a task may go. */
-#define SESSION_EACH(c, t, tn) \
-  for ((t) = (c)->tasks; (t) && ((tn) = (t)->next, 1); (t) = (tn))
 
 /* A connection-state notice, for Lua's on_state listeners. */
 static void session_notice(zkl_client *c, const char *state) {
@@ -152,8 +146,8 @@ static int session_node_event(zkl_client *c, int type, const char *path) {
   return about != ZKL_ABOUT_OWN_QUIET;
 }
 
-static void session_watcher(zhandle_t *zh, int type, int state,
-                            const char *path, void *ctx) {
+void session_watcher(zhandle_t *zh, int type, int state, const char *path,
+                     void *ctx) {
   zkl_client *c = ctx;
   pthread_mutex_lock(&c->mu);
   if (zh == c->old_zh) { /* a session given up, being closed */
@@ -182,13 +176,13 @@ static void session_watcher(zhandle_t *zh, int type, int state,
  * glibc lock held at random moments, so that a process forking then (nginx
  * making its workers) hands the child a getaddrinfo that never returns.
  * Resolve on connection loss only. */
-static void session_no_routine_dns(zhandle_t *zh) {
+void session_no_routine_dns(zhandle_t *zh) {
   zoo_set_servers_resolution_delay(zh, -1);
 }
 
 /* Requests the library still owed us once zookeeper_close returned (it may
  * drop them) are finished here as ZCLOSING, so every owner lets go. */
-static void session_drain(zkl_client *c) {
+void session_drain(zkl_client *c) {
   while (c->reqs) {
     zkl_req *r = c->reqs;
     if (r->t && r->t->cls->on_closing) r->t->cls->on_closing(r->t, r);
@@ -270,13 +264,12 @@ static int session_renew(zkl_client *c) {
 }
 
 /* The first connection is a second late: one handshake of our own with
- * each server says whether TLS is why (secure.c).  A TLS client then
+ * each server says whether TLS is why (probe.c).  A TLS client then
  * fails for good, with that reason, and its handle is closed (it would
- * try for ever).  A plaintext client is only told (tls_hint, for
+ * try for ever).  A plaintext client is only told (c->hint, for
  * zklock.connect's timeout message): a server may take both on one port
  * (client.portUnification), and would answer it in the end.  Timer
  * thread, mu held on entry and return. */
-#define DIAGNOSE_AFTER 1.0 /* s */
 #define DIAGNOSE_GAP_MAX 8.0 /* s: between diagnoses without a verdict */
 #define SASL_LOOK 0.25     /* s: how often a SASL client's state is read */
 static void session_diagnose(zkl_client *c) {
@@ -311,7 +304,7 @@ static void session_diagnose(zkl_client *c) {
 /* Holds are lost once the server may have expired the session (heard +
  * timeout); while any is held, a probe every third of the timeout keeps
  * `heard` fresh (the library's own pings are invisible to us). */
-static void *session_timer(void *arg) {
+void *session_timer(void *arg) {
   zkl_client *c = arg;
   pthread_mutex_lock(&c->mu);
   while (!c->timer_stop) {
@@ -389,263 +382,4 @@ static void *session_timer(void *arg) {
   }
   pthread_mutex_unlock(&c->mu);
   return NULL;
-}
-
-/* ---- the client's life (Lua thread) ------------------------------------- */
-
-/* What a lock or write that found no parent of its node says (task.c). */
-static char *session_chroot_note(const char *chroot) {
-  static const char fmt[] = "(the chroot %s of the connect string must "
-                            "exist)";
-  size_t n = sizeof fmt + strlen(chroot);
-  char *s = malloc(n);
-  if (s) snprintf(s, n, fmt, chroot);
-  return s;
-}
-
-zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
-                           struct ACL_vector *acl, int renew, int max_data,
-                           const zkl_secure_opts *sec, zkl_error *err) {
-  zkl_client *c;
-  zkl_secure *secure = NULL;
-  pthread_condattr_t ca;
-  if (sec && (!(secure = zkl_secure_new(sec, err)) ||
-              !zkl_secure_check(secure, err))) {
-    zkl_secure_free(secure);
-    zkl_acl_free(acl);
-    return NULL;
-  }
-  c = calloc(1, sizeof *c);
-  if (c) c->secure = secure;
-  else zkl_secure_free(secure);
-  if (!c || !(c->hosts = strdup(hosts)) ||
-      ((c->chroot = zkl_hosts_chroot(c->hosts)) &&
-       !(c->chroot_note = session_chroot_note(c->chroot)))) {
-    if (c) { free(c->hosts); zkl_secure_free(c->secure); }
-    free(c);
-    zkl_acl_free(acl);
-    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
-    return NULL;
-  }
-  c->acl = *acl; /* ours from now on */
-  acl->data = NULL;
-  acl->count = 0;
-  c->max_data = max_data;
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_cond_init(&c->tcv, &ca);
-  pthread_condattr_destroy(&ca);
-  c->refs = 1;
-  c->state = ZKL_CONNECTING;
-  c->timeout_ms = c->timeout_req = timeout_ms;
-  c->renew = renew;
-  c->pid = getpid();
-  c->wake_fd = c->wake_listen = -1;
-  /* Hold the mutex so the watcher, which may fire before zookeeper_init
-   * returns, sees c->zh set. */
-  pthread_mutex_lock(&c->mu);
-  errno = 0;
-  c->diagnose_at = zkl_bootnow() + DIAGNOSE_AFTER;
-  c->diagnose_gap = DIAGNOSE_AFTER * 2;
-  c->zh = zkl_secure_init(c->secure, hosts, session_watcher, timeout_ms, c);
-  if (!c->zh) {
-    int e = errno;
-    pthread_mutex_unlock(&c->mu);
-    /* the connect string's form was checked before (paths.c): what the C
-     * client still refuses is a name it could not resolve (getaddrinfo's
-     * EAI_NONAME is its ENOENT, the other failures its EINVAL) */
-    if (e == ENOENT || e == EINVAL)
-      zkl_seterr(err, ZKL_EUNKNOWN_HOST, "cannot resolve the servers of "
-                 "'%s': %s", hosts, e == ENOENT ? "a host name is unknown"
-                 : "name resolution failed");
-    else
-      zkl_seterr(err, ZKL_ECONNECTION_LOSS, "cannot open a session to "
-                 "'%s': %s", hosts, e ? strerror(e) : "unknown error");
-    pthread_cond_destroy(&c->cv);
-    pthread_cond_destroy(&c->tcv);
-    pthread_mutex_destroy(&c->mu);
-    zkl_acl_free(&c->acl);
-    free(c->hosts);
-    free(c->chroot_note);
-    zkl_secure_free(c->secure);
-    free(c);
-    return NULL;
-  }
-  session_no_routine_dns(c->zh);
-  { /* the timer takes no signals: they are the process's (nginx...) */
-    sigset_t all, saved;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    c->timer_on = pthread_create(&c->timer, NULL, session_timer, c) == 0;
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
-  }
-  pthread_mutex_unlock(&c->mu);
-  if (!c->timer_on) {
-    zkl_seterr(err, ZKL_EZK_ERROR, "cannot start the timer thread");
-    zkl_client_unref(c);
-    return NULL;
-  }
-  return c;
-}
-
-int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
-                        int len, zkl_error *err) {
-  int rc;
-  char *s = strdup(scheme), *k = malloc(len > 0 ? (size_t)len : 1);
-  if (!s || !k) {
-    free(s); free(k);
-    zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
-    return 0;
-  }
-  if (len > 0) memcpy(k, cred, (size_t)len);
-  pthread_mutex_lock(&c->mu);
-  rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, len, NULL, NULL)
-     : c->closing ? ZINVALIDSTATE
-     : ZOK; /* between sessions: the next one gets it */
-  if (rc == ZOK) { /* kept for the sessions to come */
-    free(c->auth_scheme); free(c->auth_cred);
-    c->auth_scheme = s; c->auth_cred = k; c->auth_len = len;
-    s = k = NULL;
-  }
-  pthread_mutex_unlock(&c->mu);
-  free(s); free(k);
-  if (rc != ZOK) { zkl_seterr_rc(err, rc, scheme); return 0; }
-  return 1;
-}
-
-int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
-
-#define CLOSE_GRACE 2.0 /* s: for the requests in flight at close */
-
-void zkl_client_close(zkl_client *c) {
-  zhandle_t *zh;
-  zkl_task *t, *next;
-  pthread_mutex_lock(&c->mu);
-  if (c->closing) {
-    pthread_mutex_unlock(&c->mu);
-    return;
-  }
-  c->closing = 1;
-  c->timer_stop = 1;
-  pthread_cond_signal(&c->tcv);
-  pthread_mutex_unlock(&c->mu);
-  /* Never from a ZooKeeper thread; never in a forked child, where the
-   * library's threads (and our timer) do not exist. */
-  if (c->timer_on && !zkl_client_forked(c)) pthread_join(c->timer, NULL);
-  c->timer_on = 0;
-  pthread_mutex_lock(&c->mu);
-  zh = c->zh; /* (the timer may have replaced it) */
-  /* zookeeper_close drops the requests still unanswered (their completions
-   * are queued for a completion thread it has already stopped: leaked, and
-   * never called back).  A connected server answers within a round trip:
-   * give them that, bounded (a release's delete is among them). */
-  if (zh && c->state == ZKL_CONNECTED && !zkl_client_forked(c)) {
-    double until = zkl_now() + CLOSE_GRACE;
-    while (c->reqs && zkl_now() < until) {
-      struct timespec ts = zkl_abstime(until);
-      pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    }
-  }
-  pthread_mutex_unlock(&c->mu);
-  if (zh && !zkl_client_forked(c)) zookeeper_close(zh);
-  pthread_mutex_lock(&c->mu);
-  c->zh = NULL;
-  c->state = ZKL_CLOSED;
-  session_drain(c);
-  /* and those waiting for a reconnect, with no request out */
-  SESSION_EACH(c, t, next)
-    if (t->cls->on_closed) t->cls->on_closed(t);
-  c->ready_all = 1;
-  zkl_client_changed(c);
-  pthread_mutex_unlock(&c->mu);
-}
-
-void zkl_client_unref(zkl_client *c) {
-  int last;
-  pthread_mutex_lock(&c->mu);
-  last = --c->refs == 0;
-  pthread_mutex_unlock(&c->mu);
-  if (!last) return;
-  zkl_client_close(c);
-  zkl_notify_free(c);
-  free(c->hosts); free(c->chroot_note);
-  free(c->auth_scheme); free(c->auth_cred);
-  zkl_secure_free(c->secure); /* (its callbacks outlived the handle) */
-  free(c->tls_why);
-  free(c->hint);
-  zkl_acl_free(&c->acl);
-  pthread_cond_destroy(&c->tcv);
-  pthread_cond_destroy(&c->cv);
-  pthread_mutex_destroy(&c->mu);
-  free(c);
-}
-
-/* ---- what Lua may read (Lua thread) ------------------------------------- */
-
-pid_t zkl_client_pid(const zkl_client *c) { return c->pid; }
-
-void zkl_client_want_state(zkl_client *c, int on) {
-  pthread_mutex_lock(&c->mu);
-  c->want_state = on;
-  pthread_cond_signal(&c->tcv); /* (the timer may have to watch for lost) */
-  pthread_mutex_unlock(&c->mu);
-}
-
-int zkl_client_max_data(const zkl_client *c) { return c->max_data; }
-
-const char *zkl_client_chroot(const zkl_client *c) { return c->chroot; }
-
-int zkl_client_state(zkl_client *c, unsigned long *gen) {
-  int st;
-  pthread_mutex_lock(&c->mu);
-  st = c->state;
-  if (gen) *gen = c->gen;
-  pthread_mutex_unlock(&c->mu);
-  return st;
-}
-
-int64_t zkl_client_session_id(zkl_client *c) {
-  int64_t id;
-  pthread_mutex_lock(&c->mu);
-  id = c->session_id;
-  pthread_mutex_unlock(&c->mu);
-  return id;
-}
-
-int zkl_client_failure(zkl_client *c, zkl_error *err) {
-  int failed;
-  pthread_mutex_lock(&c->mu);
-  failed = !zkl_client_usable(c, err);
-  pthread_mutex_unlock(&c->mu);
-  return failed;
-}
-
-int zkl_client_hint(zkl_client *c, zkl_error *err) {
-  int any;
-  pthread_mutex_lock(&c->mu);
-  any = c->hint != NULL;
-  if (any) zkl_seterr(err, c->hint_code, "%s", c->hint);
-  pthread_mutex_unlock(&c->mu);
-  return any;
-}
-
-int zkl_client_timeout_ms(zkl_client *c) {
-  int ms;
-  pthread_mutex_lock(&c->mu);
-  ms = c->timeout_ms;
-  pthread_mutex_unlock(&c->mu);
-  return ms;
-}
-
-void zkl_client_stats(zkl_client *c, zkl_stats *out) {
-  pthread_mutex_lock(&c->mu);
-  out->sessions = c->n_sessions;
-  out->lost = c->n_lost;
-  out->watch_events = c->n_watch_events;
-  out->own_events = c->n_own_events;
-  out->requests = c->n_requests;
-  out->since_heard = c->heard > 0 ? zkl_bootnow() - c->heard : -1;
-  pthread_mutex_unlock(&c->mu);
 }

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 enum { D_MAIN = ZKL_STAGE_MAIN, D_COUNT = ZKL_STAGE_OWN, D_MKREADY,
        D_DELOURS, D_RMREADY, D_WATCH };

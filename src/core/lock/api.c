@@ -1,6 +1,6 @@
 /* A lock attempt as the Lua thread drives it: made, started, polled,
  * released, dropped.  Each call takes the client's mutex; the state
- * machine itself is lock.c's. */
+ * machine itself is machine.c's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +8,10 @@
 
 #include "attempt.h"
 
-zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
-                       int max_leases, const char *data, int datalen,
-                       const char *ignore, zkl_error *err) {
-  zkl_lock *l = calloc(1, sizeof *l);
+zkl_attempt *zkl_attempt_new(zkl_client *c, const char *path, int kind,
+                             int max_leases, const char *data, int datalen,
+                             const char *ignore, zkl_error *err) {
+  zkl_attempt *l = calloc(1, sizeof *l);
   char name[80];
   if (!l) {
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
@@ -23,7 +23,7 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
                "(getrandom and /dev/urandom both failed)");
     return NULL;
   }
-  if (!zkl_task_init(&l->t, &zkl_lock_class, c, path, err)) {
+  if (!zkl_task_init(&l->t, &zkl_attempt_class, c, path, err)) {
     free(l);
     return NULL;
   }
@@ -51,14 +51,14 @@ zkl_lock *zkl_lock_new(zkl_client *c, const char *path, int kind,
   return l;
 }
 
-zkl_client *zkl_lock_client(const zkl_lock *l) { return l->t.c; }
+zkl_client *zkl_attempt_client(const zkl_attempt *l) { return l->t.c; }
 
 /* (set once, before Lua sees the attempt: no mutex) */
-unsigned long zkl_lock_serial(const zkl_lock *l) { return l->serial; }
+unsigned long zkl_attempt_serial(const zkl_attempt *l) { return l->serial; }
 
-const char *zkl_lock_path(const zkl_lock *l) { return l->t.path; }
+const char *zkl_attempt_path(const zkl_attempt *l) { return l->t.path; }
 
-void zkl_lock_revocable(zkl_lock *l) {
+void zkl_attempt_revocable(zkl_attempt *l) {
   pthread_mutex_lock(&l->t.c->mu);
   if (!l->revocable) {
     l->revocable = 1;
@@ -67,7 +67,7 @@ void zkl_lock_revocable(zkl_lock *l) {
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w) {
+void zkl_attempt_rest_on(zkl_attempt *l, zkl_attempt *w) {
   pthread_mutex_lock(&l->t.c->mu);
   if (w) w->t.refs++; /* (before the old one goes: it may be w) */
   if (l->over) zkl_task_unref(&l->over->t);
@@ -75,19 +75,19 @@ void zkl_lock_rest_on(zkl_lock *l, zkl_lock *w) {
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-void zkl_lock_notify_held(zkl_lock *l) {
+void zkl_attempt_notify_held(zkl_attempt *l) {
   pthread_mutex_lock(&l->t.c->mu);
   l->notify_held = 1;
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-void zkl_lock_max_hold(zkl_lock *l, double seconds) {
+void zkl_attempt_max_hold(zkl_attempt *l, double seconds) {
   pthread_mutex_lock(&l->t.c->mu);
-  l->max_hold = seconds > 0 ? seconds : 0;
+  hold_limit(l, seconds);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-int zkl_lock_start(zkl_lock *l, zkl_error *err) {
+int zkl_attempt_start(zkl_attempt *l, zkl_error *err) {
   zkl_client *c = l->t.c;
   int ok;
   pthread_mutex_lock(&c->mu);
@@ -105,7 +105,7 @@ int zkl_lock_start(zkl_lock *l, zkl_error *err) {
 }
 
 
-int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
+int zkl_attempt_poll(zkl_attempt *l, unsigned long *gen, zkl_error *err) {
   int st;
   pthread_mutex_lock(&l->t.c->mu);
   if (gen) *gen = l->t.c->gen;
@@ -122,7 +122,7 @@ int zkl_lock_poll(zkl_lock *l, unsigned long *gen, zkl_error *err) {
   return st;
 }
 
-int zkl_lock_held(zkl_lock *l) {
+int zkl_attempt_held(zkl_attempt *l) {
   int held;
   pthread_mutex_lock(&l->t.c->mu);
   held = lock_held_now(l);
@@ -130,7 +130,7 @@ int zkl_lock_held(zkl_lock *l) {
   return held;
 }
 
-int zkl_lock_overdue(zkl_lock *l) {
+int zkl_attempt_overdue(zkl_attempt *l) {
   int over;
   pthread_mutex_lock(&l->t.c->mu);
   over = lock_overdue(l, zkl_bootnow());
@@ -138,7 +138,7 @@ int zkl_lock_overdue(zkl_lock *l) {
   return over;
 }
 
-int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid) {
+int zkl_attempt_info(zkl_attempt *l, char *node, size_t size, int64_t *czxid) {
   int has;
   pthread_mutex_lock(&l->t.c->mu);
   has = l->node != NULL;
@@ -148,18 +148,18 @@ int zkl_lock_info(zkl_lock *l, char *node, size_t size, int64_t *czxid) {
   return has;
 }
 
-unsigned long zkl_lock_set_wake(zkl_lock *l, unsigned id) {
+unsigned long zkl_attempt_set_wake(zkl_attempt *l, unsigned id) {
   return zkl_task_set_wake(&l->t, id);
 }
 
-void zkl_lock_release(zkl_lock *l) {
+void zkl_attempt_release(zkl_attempt *l) {
   pthread_mutex_lock(&l->t.c->mu);
   lock_release_locked(l);
   lock_end_resting(l);
   pthread_mutex_unlock(&l->t.c->mu);
 }
 
-void zkl_lock_drop(zkl_lock *l) {
+void zkl_attempt_drop(zkl_attempt *l) {
   zkl_client *c = l->t.c;
   pthread_mutex_lock(&c->mu);
   lock_release_locked(l);

@@ -1,8 +1,9 @@
-/* A lock attempt's own node, the bottom of the lock family: its name and
+/* A lock attempt's own node, the bottom of src/core/lock/: its name and
  * path, the end of an attempt (finish, lost), giving the node back
  * (DELETING -> DONE), and whether a hold is still believed (the margin,
- * max_hold; docs/design.md, sections 9.2 and 9.6).  Nothing here calls up
- * into lock.c: the state machine above moves, this file ends.
+ * the hold's time limit and its one writer, hold_limit; docs/design.md,
+ * sections 9.2 and 9.6).  Nothing here calls up into machine.c: the state
+ * machine above moves, this file ends.
  *
  * Every function here runs with the client's mutex held. */
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include "attempt.h"
 
 void lock_free(zkl_task *t) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   if (l->over) zkl_task_unref(&l->over->t);
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
   if (l->g) {
@@ -24,7 +25,7 @@ void lock_free(zkl_task *t) {
 
 /* Our node becomes `name` (a copy is kept) or none: replies and events
  * about the previous one no longer apply (self_gen). */
-void lock_set_node(zkl_lock *l, const char *name) {
+void lock_set_node(zkl_attempt *l, const char *name) {
   free(l->node);
   l->node = name ? strdup(name) : NULL;
   l->self_gen++;
@@ -32,12 +33,12 @@ void lock_set_node(zkl_lock *l, const char *name) {
   l->revoke_version = -1;
 }
 
-char *lock_nodepath(const zkl_lock *l) {
+char *lock_nodepath(const zkl_attempt *l) {
   return l->node ? zkl_join(l->t.path, l->node) : NULL;
 }
 
 /* A hold ends without its owner's word: on_lost callbacks are queued. */
-void lock_lost_event(zkl_lock *l) {
+void lock_lost_event(zkl_attempt *l) {
   if (l->lost) return;
   l->lost = 1;
   if (l->node) {
@@ -52,7 +53,7 @@ void lock_lost_event(zkl_lock *l) {
 /* The lock can no longer be had: finish as DONE when it was given up, as
  * FAILED with the error otherwise.  A dead session took our node along. */
 void lock_finish(zkl_task *t, int rc, const char *what_) {
-  zkl_lock *l = LOCK(t);
+  zkl_attempt *l = ATTEMPT(t);
   char what[256]; /* what_ may be l->node or the watch, freed below */
   if (l->g && l->g->wparents && l->state == L_DELETING && l->node &&
       !zkl_is_gone(rc)) {
@@ -80,7 +81,7 @@ void lock_finish(zkl_task *t, int rc, const char *what_) {
 
 static void lock_delete_cb(int rc, const void *data) {
   zkl_req *r;
-  zkl_lock *l = LOCK(zkl_task_enter(data, rc, &r));
+  zkl_attempt *l = ATTEMPT(zkl_task_enter(data, rc, &r));
   if (l && l->state == L_DELETING) {
     if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
         rc == ZCLOSING || rc == ZINVALIDSTATE) {
@@ -95,7 +96,7 @@ static void lock_delete_cb(int rc, const void *data) {
   zkl_task_leave(r);
 }
 
-void lock_delete(zkl_lock *l) {
+void lock_delete(zkl_attempt *l) {
   zkl_req *r;
   char *full;
   int rc;
@@ -123,17 +124,37 @@ void lock_delete(zkl_lock *l) {
  * plus the timeout, less a margin (docs/design.md, section 9.2).
  * Reconnecting in the same session proves the node never went away, and
  * the answer is true again; expiry makes it false for good (l->lost). */
-int lock_margin_ok(zkl_lock *l) {
+int lock_margin_ok(zkl_attempt *l) {
   zkl_client *c = l->t.c;
   if (c->state != ZKL_CONNECTED && c->state != ZKL_CONNECTING) return 0;
   return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
-int lock_overdue(const zkl_lock *l, double now) {
+/* The one writer of a hold's time limit (docs/design.md, section 9.6):
+ * max_hold, how long any hold of l may last (0: no limit), and
+ * hold_until, the boot-clock time the current hold ends (0: none).  A
+ * hold that is on (L_HELD: it begins, is reused, is passed) ends max_hold
+ * from now; in any other state (not held yet, lingering) nothing ends.
+ * The timer thread reckons its sleep anew only when an end is set or
+ * dropped: it looks at every task of the client, and a cohort passes its
+ * node once per request.  Set by zkl_attempt_max_hold (api.c), lock_hold
+ * (machine.c), zkl_attempt_linger, _relock and _pass (rehold.c).  Read by
+ * lock_overdue below (so lock_held_now, zkl_attempt_overdue, and the
+ * timer thread's lock_check_lost, class.c, which ends the hold then and
+ * wakes for it). */
+void hold_limit(zkl_attempt *l, double max_hold) {
+  double was = l->hold_until;
+  l->max_hold = max_hold > 0 ? max_hold : 0;
+  l->hold_until = l->state == L_HELD && l->max_hold > 0
+                  ? zkl_bootnow() + l->max_hold : 0;
+  if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
+}
+
+int lock_overdue(const zkl_attempt *l, double now) {
   return l->hold_until > 0 && now >= l->hold_until;
 }
 
-int lock_held_now(zkl_lock *l) {
+int lock_held_now(zkl_attempt *l) {
   if (l->state != L_HELD || l->lost) return 0;
   if (lock_overdue(l, zkl_bootnow())) return 0; /* max_hold (section 9.6) */
   if (l->over && !lock_held_now(l->over)) return 0; /* (its write ended) */

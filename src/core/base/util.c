@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 double zkl_now(void) {
   struct timespec ts;

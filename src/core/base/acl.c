@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zkl.h"
+#include "../zkl.h"
 
 void zkl_acl_free(struct ACL_vector *v) {
   int i;

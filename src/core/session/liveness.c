@@ -4,7 +4,7 @@
  * client's mutex held. */
 #include <pthread.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 int zkl_client_usable(zkl_client *c, zkl_error *err) {
   switch (c->state) {

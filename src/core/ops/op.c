@@ -1,5 +1,6 @@
 /* The base of every op: a one-shot task whose outcome Lua polls for
- * (oneshot.c, write.c, barrier.c, dbarrier.c build on it).
+ * (oneshot.c, write.c, barrier.c, dbarrier.c, holders.c, signal.c build
+ * on it).
  *
  * An op runs through stages of its own; each stage sends one request
  * (the class's step) and a completion moves it to the next stage or
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 /* ---- the session's side (class entries most ops share) ------------------ */
 

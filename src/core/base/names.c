@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zkl.h"
+#include "../zkl.h"
 
 /* Find the last occurrence of needle in s (markers sit right before the
  * suffix; the uuid in front of them never contains one). */

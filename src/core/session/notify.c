@@ -17,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 #define NOTIFY_READY_MAX 65536
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zkl.h"
+#include "../zkl.h"
 
 #define LOG_CAP 512 /* lines kept for Lua */
 

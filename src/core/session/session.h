@@ -1,0 +1,43 @@
+/* What the files of the session room share and nothing outside it sees:
+ * the session's threads (session.c) for the client's life (client.c), and
+ * secure.c's OpenSSL helpers for the diagnosis (probe.c).  The rest of the
+ * room (notify.c, liveness.c, task.c, the zkl_secure_* entries) serves the
+ * whole core: internal.h. */
+#ifndef ZKLOCK_SESSION_H
+#define ZKLOCK_SESSION_H
+
+#include "../internal.h"
+
+#ifdef ZKL_WITH_OPENSSL
+#include <openssl/ssl.h>
+#endif
+
+#pragma GCC visibility push(hidden)
+
+/* ---- session.c ---------------------------------------------------------- */
+/* Every task, as one loop; `next` is read first: a task may go. */
+#define SESSION_EACH(c, t, tn) \
+  for ((t) = (c)->tasks; (t) && ((tn) = (t)->next, 1); (t) = (tn))
+/* The first connection this late is diagnosed (probe.c), then again and
+ * again, the gap doubling up to DIAGNOSE_GAP_MAX (session.c). */
+#define DIAGNOSE_AFTER 1.0 /* s */
+/* Every session's watcher (ctx: the client): hands the event to the
+ * tasks, wakes Lua.  ZooKeeper's thread; takes the mutex. */
+void session_watcher(zhandle_t *zh, int type, int state, const char *path,
+                     void *ctx);
+void session_no_routine_dns(zhandle_t *zh); /* a new handle's resolving */
+/* Finish as ZCLOSING what a closed handle still owed us (mu held). */
+void session_drain(zkl_client *c);
+void *session_timer(void *arg); /* the timer thread (arg: the client) */
+
+/* ---- secure.c, for probe.c ---------------------------------------------- */
+#ifdef ZKL_WITH_OPENSSL
+/* OpenSSL's reason for the newest error on this thread, or `dflt`. */
+const char *secure_ossl_why(const char *dflt);
+/* 1 when the key (under its password) loaded into ctx */
+int secure_use_key(SSL_CTX *ctx, const zkl_secure *s);
+#endif
+
+#pragma GCC visibility pop
+
+#endif
