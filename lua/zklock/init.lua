@@ -118,7 +118,7 @@ function R.finish_connect(c, hosts, ct)
   if state == "connected" then return c end
   local msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
   -- what the diagnosis found (every server refused; a plaintext client,
-  -- servers that speak TLS): said at the timeout (secure.c)
+  -- servers that speak TLS): said at the timeout (src/core/session/probe.c)
   local hint, hcode = c:_hint()
   c:close()
   if state == "timeout" then

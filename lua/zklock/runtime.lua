@@ -100,7 +100,7 @@ local path_problem, hosts_problem = core.path_problem, core.hosts_problem
 
 --- `path`, or a standard argument error; `max` (default 4096): its
 -- longest length in bytes (R.RECIPE_PATH_MAX for a recipe's directory).
--- Why a path is refused is said in C, once (src/core/paths.c).
+-- Why a path is refused is said in C, once (src/core/base/paths.c).
 function R.check_path(path, n, fname, max)
   if type(path) ~= "string" then
     argerror(n, fname, "string expected, got " .. type(path))
@@ -111,7 +111,7 @@ function R.check_path(path, n, fname, max)
 end
 
 --- `hosts`, a connect string ("host:port,...[/chroot]"), or a standard
--- argument error (the reasons: src/core/paths.c).
+-- argument error (the reasons: src/core/base/paths.c).
 function R.check_hosts(hosts, n, fname)
   if type(hosts) ~= "string" then
     argerror(n, fname, "connect string expected, got " .. type(hosts))
