@@ -346,7 +346,7 @@ describe("lock cohorts", function()
 
   it_yields("a hold passed on and ended in C before its waiter ran is not " ..
      "returned by the acquire", function()
-    -- (issue 32, defect 3) w's max_hold runs from the pass; C ends the
+    -- (issue 32, defect 6) w's max_hold runs from the pass; C ends the
     -- hold before w runs, and its node's delete waits for an answer (the
     -- server is paused): "pending" to att:poll().  Under zklock.ngx the
     -- lost event runs in its timer, not in w's wait: here it is taken from
@@ -431,6 +431,103 @@ describe("lock cohorts", function()
     assert.is_truthy(got)
     assert.same({}, nodes(path))
   end)
+
+  -- H.run over named coroutines, resumed in `order` each round, which
+  -- tick() may drop (cos[name] = nil: nothing refers to it any more, as
+  -- to a request nginx finalized while it waited); tick() returning true
+  -- ends the run.
+  local function run_dropping(order, cos, timeout, tick)
+    H.zklock.set_waiter(function(c, gen, t)
+      local co, ismain = coroutine.running()
+      if co and not ismain then coroutine.yield() else c:_wait(gen, t) end
+    end)
+    local deadline = H.now() + timeout
+    local ok, err = pcall(function()
+      while true do
+        local live = 0
+        local _, gen = zk:_poll()
+        for _, name in ipairs(order) do
+          local co = cos[name]
+          if co and coroutine.status(co) == "suspended" then
+            local okr, e = coroutine.resume(co)
+            if not okr then error(debug.traceback(co, e), 0) end
+          end
+          if co and coroutine.status(co) ~= "dead" then live = live + 1 end
+        end
+        if live == 0 or tick() then return end
+        assert(H.now() < deadline, "coroutines did not finish")
+        zk:_wait(gen, 0.05)
+      end
+    end)
+    H.zklock.set_waiter(nil)
+    collectgarbage("restart")
+    if not ok then error(err, 2) end
+  end
+
+  for _, behind in ipairs { true, false } do
+    it_yields("a hold handed on while the collector finalizes the first " ..
+       "waiter's sentinel goes to the next live waiter, or the node goes " ..
+       "(issue 32, defect 4; " .. (behind and "a waiter behind it)" or
+       "nobody behind it)"), function()
+      -- The race, made deterministic.  Waiter w queues first, x behind it
+      -- (or nobody), and then w's coroutine is dropped while it waits (a
+      -- request nginx finalized before it ran): its sentinel is garbage,
+      -- and the collector is stopped so that nothing finalizes it early.
+      -- The holder h then releases.  The release chooses w, the head, to
+      -- hand on to, and asks the attempt whether contenders came
+      -- (att:contenders(), which pushes a string when the directory
+      -- changed: the collector may take a step right there).  A call hook
+      -- on that C function, in h's release only, runs a full collection
+      -- at that very point: w's sentinel's finalizer runs between the
+      -- choice of w and its grant.  It marks w gone and fires x, or, with
+      -- nobody behind, lets the node go.  The grant must not go to w:
+      -- before the fix it did (x saw a holder, waited, and timed out; the
+      -- node stayed, held by nobody), or the release raised, its node gone
+      -- under it.
+      local path = H.path("cohort-gc-head")
+      local m1, m2, m3 = zk:mutex(path), zk:mutex(path), zk:mutex(path)
+      local contenders =
+        debug.getregistry()["zklock.attempt"].__index.contenders
+      local held, release, rel, res_x, collected
+      local gone = setmetatable({}, { __mode = "v" }) -- w's coroutine
+      local cos = {
+        h = coroutine.create(function()
+          assert(m1:acquire(5))
+          held = true
+          while not release do coroutine.yield() end
+          debug.sethook(function()
+            if debug.getinfo(2, "f").func == contenders then
+              collectgarbage()
+              -- (w's coroutine, and so its sentinel, collected here)
+              if collected == nil then collected = gone[1] == nil end
+            end
+          end, "c")
+          rel = { m1:release() }
+          debug.sethook()
+          collectgarbage("restart")
+        end),
+        w = coroutine.create(function() m2:acquire(30) end),
+        x = behind and coroutine.create(function()
+          res_x = { m3:acquire(5) }
+          if res_x[1] then assert(m3:release()) end
+        end) or nil,
+      }
+      gone[1] = cos.w
+      run_dropping({ "h", "w", "x" }, cos, 30, function()
+        if held and not release and
+            m1:local_waiters() == (behind and 2 or 1) then
+          collectgarbage("stop")
+          cos.w = nil -- (w waits, queued first; nothing refers to it now)
+          release = true
+        end
+      end)
+      assert.is_true(collected, "w's sentinel was not finalized in the " ..
+        "hand-on: the race was not forced")
+      assert.same({ true }, rel)
+      if behind then assert.equal(m3, res_x[1], tostring(res_x[2])) end
+      assert.same({}, nodes(path))
+    end)
+  end
 
   it_yields("a revoked hold is not passed: the revoker holds next",
       function()

@@ -284,6 +284,49 @@ describe("zklock under OpenResty (real nginx)", function()
     assert.equal(0, queued())
   end)
 
+  for _, mode in ipairs { "on", "off" } do
+    it("a request that replaces its ngx.ctx while it holds a lock still " ..
+       "holds it: the sweep leaves the hold be, and another request " ..
+       "cannot acquire (cohort " .. mode .. "; issue 32, defect 7)",
+       function()
+      local a = start { workers = 1, extra = EXTRA }
+      local release = zk:barrier("/spec/release-newctx")
+      assert(release:set())
+      -- /hold_newctx acquires, sets ngx.ctx = {}, says whether it holds,
+      -- and holds on until the barrier goes
+      local holder = H.spawn_cmd("curl", "-sN", "-m", "40",
+        a:url("/hold_newctx?cohort=" .. mode))
+      local first
+      H.wait_until(function()
+        first = holder:output():match("^(held %a+)\n")
+        return first or holder:status()
+      end, 30, "the hold of /hold_newctx")
+      assert.equal("held true", first, holder:output())
+      -- The sweep runs every sweep_interval (0.1 s) and looks at every
+      -- watched hold in one pass: once it has given back a hold that a
+      -- request forgot, begun and ended after the replacement, it has
+      -- looked at the replacing request's hold since (before the fix it
+      -- took that request for ended and released its hold too)
+      assert.equal(200, (a:get("/forget_probe")))
+      local probe = zk:mutex("/spec/newctx-probe")
+      H.wait_until(function()
+        return #assert(probe:participants(5)) == 0
+      end, 15, "the sweep to give back the forgotten hold")
+      -- another request of the worker: the lock is held, it must time out
+      -- (before the fix: "acquired", two requests holding at once)
+      local code, body = a:get("/try_newctx?t=2&cohort=" .. mode)
+      assert.equal(200, code)
+      assert.equal("timeout", body)
+      assert(release:remove())
+      assert.equal(0, holder:wait(40))
+      assert.equal("held true\nthen held true, released true\n",
+        holder:output())
+      holder:cleanup()
+      local m = zk:mutex("/spec/newctx-" .. mode)
+      assert.equal(0, #assert(m:participants(5)))
+    end)
+  end
+
   it("exactly one worker across two instances runs the periodic job; " ..
      "another takes over when it is killed", function()
     local a, b = start { workers = 2 }, start { workers = 2 }

@@ -29,8 +29,9 @@
 -- (an ngx.semaphore each).  No polling.
 --
 -- Owners: nginx reuses a finished request's Lua thread for later
--- requests, so the owner of a hold is a token per request and thread (kept
--- in ngx.ctx), not the thread itself.
+-- requests, so the owner of a hold is a token per request and thread
+-- (found through the request's ngx.ctx table, which it follows when the
+-- request replaces it), not the thread itself.
 --
 -- What a request leaves behind when it ends: a timer runs every
 -- `sweep_interval`; a hold whose request has ended (it returned, raised,
@@ -146,15 +147,22 @@ end
 
 -- nginx keeps finished requests' Lua threads and resets them for later
 -- requests, so a thread is no owner: a hold forgotten by one request would
--- pass to the next on that thread.  The owner is a token kept in the
--- request's ngx.ctx, per thread; it refers to its thread and that ctx only
+-- pass to the next on that thread.  Nor is the request pointer, nor the
+-- index of its ctx table: the next request on a connection gets the same
+-- thread, the same pointer and the same index.  What tells two requests
+-- apart is the ctx table itself, so the owners are a token per request
+-- and thread, found through the request's ctx table (`by_ctx`, kept here,
+-- not in the table); a token refers to its thread and that ctx only
 -- weakly.  A request has ended once nginx has let go of its ctx table
 -- (lua-resty-core keeps them in the registry's ngx_lua_ctx_tables, at the
--- index the C side holds for the request).
+-- index the C side holds for the request).  A request that replaces its
+-- ctx (`ngx.ctx = {}`) keeps the index, and its owners go with it to the
+-- new table (below): the replacement is no end.
 local get_request = require("resty.core.base").get_request
-local CTX_KEY = "__zklock_owners"
 local current = setmetatable({}, WEAK_KEYS) -- thread -> its latest token
 local ctxs = debug.getregistry().ngx_lua_ctx_tables
+-- a request's ctx table -> its tokens (thread -> token; weak keys both)
+local by_ctx = setmetatable({}, WEAK_KEYS)
 
 -- The index of the current request's ctx table in ctxs, or nil.
 local ctx_slot
@@ -178,10 +186,10 @@ end
 local function owner(co)
   if type(co) ~= "thread" or not get_request() then return co end
   local ctx = ngx.ctx
-  local toks = ctx[CTX_KEY]
+  local toks = by_ctx[ctx]
   if not toks then
     toks = setmetatable({}, WEAK_KEYS)
-    ctx[CTX_KEY] = toks
+    by_ctx[ctx] = toks
   end
   local tok = toks[co]
   if not tok then
@@ -190,6 +198,29 @@ local function owner(co)
     current[co] = tok
   end
   return tok
+end
+
+-- `ngx.ctx = t` in a request: its owners move to t (lua-resty-core sets
+-- ngx.ctx through the `ngx` table's __newindex, which this wraps; the
+-- request keeps its ctx index, the new table taking the old one's place).
+do
+  local ngx_mt = getmetatable(ngx)
+  local set = ngx_mt and ngx_mt.__newindex
+  if type(set) == "function" then
+    ngx_mt.__newindex = function(t, k, v)
+      if k ~= "ctx" or not get_request() then return set(t, k, v) end
+      local old = ngx.ctx
+      set(t, k, v)
+      local new = ngx.ctx
+      local toks = new ~= old and by_ctx[old]
+      if toks then
+        by_ctx[old], by_ctx[new] = nil, toks
+        for _, tok in pairs(toks) do
+          tok.ref[2], tok.slot = new, ctx_slot(new)
+        end
+      end
+    end
+  end
 end
 
 -- Has the request (or timer) of owner `tok` ended?

@@ -109,27 +109,39 @@ end
 -- the contenders watch, or the directory's change that will show it
 -- (docs/design.md, section 16).
 local function may_pass(c, w, limit)
-  if not w or (w.late and w.late == c.att) then return false end
-  if c.att:revoke_asked() then return false end
-  local contended, listed = c.att:contenders()
-  if listed == nil then c.att:watch_contenders() end
+  local att = c.att -- (contenders() may run a finalizer that lets it go)
+  if not w or (w.late and w.late == att) then return false end
+  if att:revoke_asked() then return false end
+  local contended, listed = att:contenders()
+  if listed == nil then att:watch_contenders() end
   if contended or listed == "changed" then return c.counted < limit, true end
   return true, false
 end
 
 -- Hand the hold of c's node to the next waiter, or let the node go (not
 -- waiting: a release that must wait calls give_back itself).  Returns
--- true when passed.
+-- true when passed.  A collector's step in the calls between the choice
+-- of w and its grant (contenders() pushes a string) may run w's
+-- sentinel's finalizer (watch_over): it marks w gone and fires the next
+-- waiter, or, with nobody left, lets the node go.  So w is looked at
+-- again after them, and the grant goes to the next live waiter, or to
+-- none: never to a waiter marked gone, which nobody would ever run.
 local function hand_on(c, limit, passable)
-  local w = head(c)
-  local ok, counts = false, false
-  if passable and w then ok, counts = may_pass(c, w, limit) end
-  if ok and c.att:pass(w.max_hold) then
-    if counts then c.counted = c.counted + 1 end
-    c.pass = c.pass + 1
-    c.holder, w.granted = w, true
-    wake(w)
-    return true
+  local att = c.att
+  while passable do
+    local w = head(c)
+    if not w then return false end
+    local ok, counts = may_pass(c, w, limit)
+    if not (ok and att:pass(w.max_hold)) or c.att ~= att then
+      return false
+    end
+    if not w.gone then
+      if counts then c.counted = c.counted + 1 end
+      c.pass = c.pass + 1
+      c.holder, w.granted = w, true
+      wake(w)
+      return true
+    end
   end
   return false
 end
