@@ -38,7 +38,7 @@ local cohorts = setmetatable({}, R.WEAK_KEYS)
 local last_seq = setmetatable({}, R.WEAK_KEYS)
 
 -- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
-local abandon = R.abandon
+local on_abandon = R.on_abandon
 
 -- f's cohort, if it has one now: its key, and the cohort or nil
 local function existing(f)
@@ -131,7 +131,7 @@ end
 
 -- w waits on nothing R.abandon need know of any more
 local function unlist(w)
-  if w.on then abandon[w.on], w.on = nil, nil end
+  if w.on then on_abandon(w.on, nil); w.on = nil end
 end
 
 -- A waiter leaves the queue (timed out, abandoned): a node it was waiting
@@ -187,7 +187,7 @@ end
 -- w now waits on obj, which R.abandon knows of
 local function wait_on(c, w, obj)
   unlist(w)
-  abandon[obj], w.on = leaver(c, w), obj
+  on_abandon(obj, leaver(c, w)); w.on = obj
 end
 
 -- leave, and wait (a grace period) for a node let go of to be gone: an

@@ -20,13 +20,13 @@ local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
 local type, select, setmetatable, pairs =
   type, select, setmetatable, pairs
-local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
+local WEAK_KEYS = R.WEAK_KEYS
 local hooks, me, argerror = R.hooks, R.me, R.argerror
 local check_path, check_timeout = R.check_path, R.check_timeout
 local check_data = R.check_data
 local await, guarded_await = R.await, R.guarded_await
 local closed, grace, call_op = R.closed, R.grace, R.call_op
-local with_callbacks, renews = R.with_callbacks, R.renews
+local renews = R.renews
 local session_leaving = R.session_leaving
 
 -- ---------------------------------------------------------------------------
@@ -102,7 +102,7 @@ local function new_lock(client, path, fname, kind, opts, n)
   -- its client's, else on; mutexes and write locks only
   local on, limit
   if opts then on, limit = R.check_cohort(opts, n or 2, fname) end
-  local dflt = R.cohorts[client] or {}
+  local dflt = R.cohort_defaults[client] or {}
   if on == nil then on = dflt.on end
   if on == nil then on = R.COHORT_DEFAULT end
   if on and opts and opts.cohort and kind.kind == "lease" then
@@ -141,13 +141,8 @@ end
 -- Register a hold for its callbacks; a revocable one has C watch the
 -- node's data for "__REVOKE__".
 arm_callbacks = function(f, own, lock, owner)
-  local reg = with_callbacks[f.client]
-  if not reg then
-    reg = {}
-    with_callbacks[f.client] = reg
-  end
   own.key = own.att:serial() -- (events name their attempt)
-  reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
+  R.watch_hold(f.client, own.key, lock, owner)
   if f.revoke_fn then own.att:revocable() end
 end
 
@@ -612,9 +607,8 @@ function Lock:release(opts)
     own.ended = "released by another coroutine" -- (its owner hears it)
   end
   if f.single then f.current = nil end
-  local reg = with_callbacks[f.client]
   local node = own.att:info()
-  if reg and own.key then reg[own.key] = nil end
+  if own.key then R.unwatch_hold(f.client, own.key) end
   if f.cohort then
     -- a lock cohort: the hold goes to the next waiter of this client with
     -- no request, or the cohort lets go of the node (docs/design.md,
@@ -693,8 +687,7 @@ function L.drop_level(lock, owner)
   if h.count > 0 then return end
   f.owners[owner] = nil
   if f.single and f.current == h then f.current = nil end
-  local reg = with_callbacks[f.client]
-  if reg and h.key then reg[h.key] = nil end
+  if h.key then R.unwatch_hold(f.client, h.key) end
   local held = live(h)
   hold_ended(f.client, h.att, held)
   if not (f.cohort and cohort.release(f, h.att, held and not h.over,
