@@ -106,7 +106,7 @@ function client_methods:set(path, data, timeout)
 end
 
 -- ---------------------------------------------------------------------------
--- callbacks and revocation
+-- callbacks, and event loops
 
 --- Run the callbacks queued for this client now (`on_revoke`, `on_lost`,
 -- `on_state`, a latch's `on_change`, a selector's turn); with a timeout,
@@ -171,7 +171,8 @@ function client_methods:on_state(fn)
   return self
 end
 
---- @type Client
+-- ---------------------------------------------------------------------------
+-- counters
 
 --- Counters of this client: `requests` sent, `watch_events` received,
 -- `own_events` (those about our own nodes), `renewed` (new sessions
