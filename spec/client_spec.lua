@@ -1,6 +1,6 @@
 -- Sessions: connect, state, close, chroot, fork, connection failures.
 local H = require "spec.helpers"
-local runtime = require "zklock.runtime"
+local session = require "zklock.rt.session"
 local zklock, tcore = H.zklock, H.tcore
 
 -- Run client:<method>(...), an op, to its end: its result.
@@ -48,7 +48,7 @@ describe("zklock.connect", function()
       ]]))(zklock, srv.connect_string):state())
     end
     -- before its first session: "connecting", and no session id
-    local waiting = assert(runtime.open("127.0.0.1:" .. tcore.free_port(),
+    local waiting = assert(session.open("127.0.0.1:" .. tcore.free_port(),
       { session_timeout = 4 }, "connect"))
     assert.equal("connecting", waiting:state())
     assert.is_nil(waiting:session_id())
@@ -141,7 +141,7 @@ describe("zklock.connect", function()
   it("a session not waited for (as zklock.ngx.connect opens it) under a " ..
      "missing chroot: waits and listings fail with no_node, never pass",
     function()
-    local zk = assert(runtime.open(srv.connect_string .. "/no/such/chroot",
+    local zk = assert(session.open(srv.connect_string .. "/no/such/chroot",
       { session_timeout = 5 }, "connect"))
     -- started before the session has looked for its chroot
     local ok, msg, code = zk:barrier("/gate"):wait(10)

@@ -378,7 +378,7 @@ describe("lock cohorts", function()
     srv:resume()
     paused = false
     finish({ co })
-    require("zklock.runtime").dispatch(zk, evs)
+    require("zklock.rt.events").dispatch(zk, evs)
     assert.is_nil(res[1], ("the acquire returned the lock; then " ..
       "is_held() %s, release() %s"):format(tostring(held_after),
       tostring(rel and rel[3])))

@@ -75,14 +75,14 @@ describe("leader election", function()
   -- waits, as under zklock.ngx (a timer runs them), so a wait may join
   -- again while the last attempt's news is still queued
 
-  -- fn(), with callbacks run only by zk:dispatch() (runtime.hooks
-  -- .dispatcher, zklock.ngx's switch: the waits then run none).
+  -- fn(), with callbacks run only by zk:dispatch() (the plug point
+  -- dispatcher, zklock.ngx's switch: the waits then run none).
   local function deferred(fn)
-    local R = require("zklock.runtime")
-    local saved = R.hooks.dispatcher
-    R.register("dispatcher", true)
+    local plug = require("zklock.rt.plug")
+    local saved = plug.hooks.dispatcher
+    plug.register("dispatcher", true)
     local ok, err = pcall(fn)
-    R.register("dispatcher", saved)
+    plug.register("dispatcher", saved)
     assert(ok, err)
   end
 

@@ -3,7 +3,7 @@
 local zklock = require "zklock"
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
-local runtime = require "zklock.runtime"
+local wait = require "zklock.rt.wait"
 local testing = require "zklock.testing"
 
 local H = {}
@@ -119,7 +119,7 @@ end
 --- Children of a path (every child, unsorted), or {} when it is missing.
 function H.children(zk, path)
   local op = assert(zk:_children(path, "all"))
-  assert(runtime.await(zk, op, core.now() + 10) == "done")
+  assert(wait.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names then error(msg .. " " .. code) end
   return names
@@ -138,7 +138,7 @@ end
 function H.lock_nodes(zk, path, out)
   out = out or {}
   local op = assert(zk:_children(path, "all"))
-  assert(runtime.await(zk, op, core.now() + 10) == "done")
+  assert(wait.await(zk, op, core.now() + 10) == "done")
   local names, msg, code = op:result()
   if not names and code ~= "no_auth" then error(msg .. " " .. code) end
   for _, name in ipairs(names or {}) do
@@ -523,5 +523,5 @@ H.core = core
 H.tcore = tcore
 --- zklock's internal wait: await(client, obj, deadline) polls obj (a C op)
 -- until it is done or the deadline passes.
-H.await = runtime.await
+H.await = wait.await
 return H

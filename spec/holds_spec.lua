@@ -5,7 +5,9 @@
 -- coroutines under H.run, waiting for the event (bounded), never a sleep.
 
 local H = require "spec.helpers"
-local zklock, runtime = H.zklock, require "zklock.runtime"
+local zklock = H.zklock
+local op = require "zklock.rt.op"
+local events = require "zklock.rt.events"
 
 local it_yields = H.it_yields(it) -- (not under PUC Lua 5.1)
 
@@ -100,7 +102,7 @@ describe("one model of a hold (issue 22)", function()
     step_until(zk2, co, function() return #rw.write:participants() == 2 end,
       "the second writer to queue")
     assert.equal(rw.read, rw.read:acquire(2))
-    assert(runtime.call_op(zk2, 5, "_delete", wnode))
+    assert(op.call_op(zk2, 5, "_delete", wnode))
     step_until(zk2, co, function() return w2_in end,
       "the second writer to hold")
     dispatch_until(zk, function() return not rw.read:is_held() end,
@@ -109,7 +111,7 @@ describe("one model of a hold (issue 22)", function()
     assert.equal("lock_lost", select(3, rw.write:release()))
     H.run(zk2, { function()
       -- (co's hold, released on co's behalf as zklock.ngx would)
-      assert(runtime.release_owner(other.write, co))
+      assert(events.release_owner(other.write, co))
     end })
     assert.same({}, H.lock_nodes(zk, path))
   end)
@@ -138,7 +140,7 @@ describe("one model of a hold (issue 22)", function()
     assert.equal("lock_lost", select(3, rw.read:release()))
     assert.equal("lock_lost", select(3, rw.write:release()))
     H.run(zk2, { function()
-      assert(runtime.release_owner(other.write, co))
+      assert(events.release_owner(other.write, co))
     end })
     assert.same({}, H.lock_nodes(zk, path))
   end)
@@ -157,7 +159,7 @@ describe("one model of a hold (issue 22)", function()
     step_until(zk2, co, function() return #rw.write:participants() == 2 end,
       "the second writer to queue")
     assert.equal(rw.read, rw.read:acquire(2))
-    assert(runtime.call_op(zk2, 5, "_delete", rw.read:node()))
+    assert(op.call_op(zk2, 5, "_delete", rw.read:node()))
     dispatch_until(zk, function() return not rw.read:is_held() end,
       "the read hold to end")
     assert.is_true(rw.write:release()) -- (no reader left to keep it for)
@@ -165,7 +167,7 @@ describe("one model of a hold (issue 22)", function()
       "the second writer to hold")
     assert.equal("lock_lost", select(3, rw.read:release()))
     H.run(zk2, { function()
-      assert(runtime.release_owner(other.write, co))
+      assert(events.release_owner(other.write, co))
     end })
     assert.same({}, H.lock_nodes(zk, path))
   end)
@@ -483,7 +485,7 @@ describe("one model of a hold (issue 22)", function()
     for i = 1, 3 do
       locks[i]:on_revoke(function(l)
         order[#order + 1] = i
-        if i == 1 then runtime.dispatch(zk, { evs[3] }) end -- (a wait's)
+        if i == 1 then events.dispatch(zk, { evs[3] }) end -- (a wait's)
         l:release()
       end)
     end
@@ -494,7 +496,7 @@ describe("one model of a hold (issue 22)", function()
         return #evs == i
       end, 10, "revocation " .. i)
     end
-    runtime.dispatch(zk, { evs[1], evs[2] })
+    events.dispatch(zk, { evs[1], evs[2] })
     assert.same({ 1, 2, 3 }, order)
     assert.same({}, H.lock_nodes(zk, path))
   end)

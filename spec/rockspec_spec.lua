@@ -80,7 +80,7 @@ describe("rockspecs", function()
     end
   end)
 
-  it("installs every module of lua/zklock", function()
+  it("installs every module of lua/zklock and its folders", function()
     local want = {}
     -- (and of its folders: lua/zklock/testing/...)
     for _, file in ipairs(lines("find lua/zklock -name '*.lua'")) do

@@ -62,7 +62,7 @@ describe("SASL DIGEST-MD5", function()
     assert.is_true(H.now() - t0 < 20) -- (before its connect_timeout)
     -- a client not waited for (as zklock.ngx.connect opens it): its state
     -- says so, and what it is asked answers no_auth
-    c = assert(require("zklock.runtime").open(srv.connect_string,
+    c = assert(require("zklock.rt.session").open(srv.connect_string,
       { sasl = { user = "bob", password = "nope" } }, "connect"))
     H.wait_until(function() return c:state() ~= "connecting" end, 20,
       "the SASL verdict")

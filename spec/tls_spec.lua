@@ -218,7 +218,7 @@ describe("TLS", function()
         "refused the client certificate " .. certs.stranger.cert, TIMEOUT)
       -- a client not waited for (as zklock.ngx.connect opens it): its
       -- state says so, and what it is asked answers tls
-      local c = assert(require("zklock.runtime").open(srv.connect_string,
+      local c = assert(require("zklock.rt.session").open(srv.connect_string,
         { tls = certs.stranger }, "connect"))
       H.wait_until(function() return c:state() ~= "connecting" end,
         TIMEOUT, "the TLS verdict")

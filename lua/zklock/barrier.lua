@@ -6,16 +6,17 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
-R.internal_file()
+local check = require "zklock.rt.check"
+local op = require "zklock.rt.op"
+check.internal_file()
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
 local pcall = pcall
-local argerror, checked = R.argerror, R.checked
-local check_path, check_count = R.check_path, R.check_count
-local check_timeout = R.check_timeout
-local call_op, succeeded = R.call_op, R.succeeded
+local argerror, checked = check.argerror, check.checked
+local check_path, check_count = check.check_path, check.check_count
+local check_timeout = check.check_timeout
+local call_op, succeeded = op.call_op, op.succeeded
 
 local Barrier = { __name = "zklock.barrier" }
 Barrier.__index = Barrier
@@ -83,7 +84,7 @@ function client_methods:double_barrier(path, members)
   if not core.is_client(self) then
     argerror(1, "double_barrier", "zklock client expected")
   end
-  check_path(path, 1, "double_barrier", R.RECIPE_PATH_MAX)
+  check_path(path, 1, "double_barrier", check.RECIPE_PATH_MAX)
   check_count(members, 2, "double_barrier", "members")
   return box(DoubleBarrier, { client = self, path = path, members = members,
     ours = path .. "/" .. core.uuid(), entered = false })

@@ -18,10 +18,11 @@
 -- has 1.1.7).  A wait outside copas's coroutines blocks the thread.  How
 -- it works: zklock.loop; docs/api.md, "Waiting in an event loop".
 -- @module zklock.copas
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local log = require "zklock.rt.log"
 local loop = require "zklock.loop"
 local copas = require "copas"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 local yield, resume = coroutine.yield,
@@ -32,7 +33,7 @@ local costatus = coroutine.status
 -- says an unhandled one (it cannot be raised: the wake-up thread would
 -- end with it)
 local function failed(co, err)
-  R.log("error", "a copas thread failed: " ..
+  log.log("error", "a copas thread failed: " ..
     debug.traceback(co, tostring(err)))
 end
 
@@ -78,7 +79,7 @@ function driver.watch(fd, fn)
     receive = function()
       if stopped then return nil, "closed" end
       local ok, err = pcall(fn)
-      if not ok then R.log("error", "zklock.copas: " .. tostring(err)) end
+      if not ok then log.log("error", "zklock.copas: " .. tostring(err)) end
       if stopped then return nil, "closed" end
       return nil, "timeout"
     end,

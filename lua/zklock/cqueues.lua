@@ -15,11 +15,12 @@
 -- without this module.  How it works: zklock.loop; docs/api.md, "Waiting
 -- in an event loop".
 -- @module zklock.cqueues
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local log = require "zklock.rt.log"
 local loop = require "zklock.loop"
 local cqueues = require "cqueues"
 local condition = require "cqueues.condition"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 
@@ -41,7 +42,7 @@ local function driver(cq)
         if stopped then return end
         -- (an error must not end the watch: every later wait would hang)
         local ok, err = pcall(fn)
-        if not ok then R.log("error", "zklock.cqueues: " .. tostring(err)) end
+        if not ok then log.log("error", "zklock.cqueues: " .. tostring(err)) end
       end
     end)
     return function()
@@ -55,7 +56,7 @@ end
 
 local function check_cq(cq, fname)
   if type(cq) ~= "userdata" or not cqueues.type(cq) then
-    R.argerror(1, fname, "cqueues controller expected, got " .. type(cq))
+    check.argerror(1, fname, "cqueues controller expected, got " .. type(cq))
   end
 end
 

@@ -20,17 +20,24 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local plug = require "zklock.rt.plug"
+local log = require "zklock.rt.log"
+local wait = require "zklock.rt.wait"
+local op = require "zklock.rt.op"
+local session = require "zklock.rt.session"
 local L = require "zklock.lock"
-R.internal_file()
+check.internal_file()
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
 local setmetatable, type = setmetatable, type
 local now = core.now
-local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
-local argerror, check_path = R.argerror, R.check_path
-local check_timeout, closed = R.check_timeout, R.closed
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
+local argerror, check_path = check.argerror, check.check_path
+local check_timeout, closed = check.check_timeout, op.closed
+local await = wait.await
 
 local Latch = { __name = "zklock.leader_latch" }
 Latch.__index = Latch
@@ -43,7 +50,7 @@ local by_attempt = setmetatable({}, WEAK_KEYS)
 local started = setmetatable({}, WEAK_KEYS)
 
 local function fields(self, fname)
-  return R.checked(self, Latch, fname, "leader latch")
+  return check.checked(self, Latch, fname, "leader latch")
 end
 
 --- @type Client
@@ -59,8 +66,8 @@ function client_methods:leader_latch(path, id)
   if not core.is_client(self) then
     argerror(1, "leader_latch", "zklock client expected")
   end
-  check_path(path, 1, "leader_latch", R.RECIPE_PATH_MAX)
-  if id ~= nil then R.check_data(self, id, 2, "leader_latch") end
+  check_path(path, 1, "leader_latch", check.RECIPE_PATH_MAX)
+  if id ~= nil then check.check_data(self, id, 2, "leader_latch") end
   return box(Latch, { client = self, path = path,
     id = id or L.owner_data(self), fns = {} })
 end
@@ -105,7 +112,7 @@ local function tell(f, leading, serial)
     local ok, err = xpcall(function() return fn(leading) end, debug.traceback)
     n = n + 1
     if not ok then
-      R.log("error", "on_change callback failed: " .. tostring(err))
+      log.log("error", "on_change callback failed: " .. tostring(err))
     end
   end
   return n
@@ -161,7 +168,7 @@ local function leave(f)
     local att = f.att
     set_attempt(f, nil) -- (its late events are stale now)
     att:release()
-    if not closed(f.client) then R.await(f.client, att, R.grace(f.client)) end
+    if not closed(f.client) then await(f.client, att, op.grace(f.client)) end
   end
   local told = f.told
   f.told = nil
@@ -170,7 +177,7 @@ end
 
 -- Does client have latches or selectors that must hear of a renewed
 -- session (zk:on_state(nil) keeps the notices on then)?
-R.register("elections", function(client)
+plug.register("elections", function(client)
   return next(started[client] or {}) ~= nil
 end)
 
@@ -182,7 +189,7 @@ end)
 -- "lost" end the hold of a newer attempt (under zklock.ngx, callbacks run
 -- later, in a timer, after a wait may have joined again).  The one thing
 -- such a "lost" still says: leadership told with on_change(true) ended.
-R.register("events", function(client, kind, arg, attempt)
+plug.register("events", function(client, kind, arg, attempt)
   if kind == "state" then
     if arg ~= "renewed" and arg ~= "reconnected" then return 0 end
     for f in pairs(started[client] or {}) do
@@ -238,9 +245,9 @@ function Latch:await(timeout)
     if ended(f) then
       local ok
       ok, msg, code = join(f)
-      if not ok and code == "session_expired" and R.renews[client] then
+      if not ok and code == "session_expired" and session.renews(client) then
         -- a new session is opening: wait for it, then join
-        if R.await(client, R.session_leaving(client, "expired"),
+        if await(client, session.session_leaving(client, "expired"),
             deadline) == "timeout" then
           return nil, "timeout", "timeout"
         end
@@ -249,7 +256,7 @@ function Latch:await(timeout)
       end
     end
     if f.att then
-      local st = R.await(client, f.att, deadline, 0)
+      local st = await(client, f.att, deadline, 0)
       if st == "held" then
         if f.att:held() then return true end
         -- ours, but the server is not heard from: wait for news, until
@@ -258,7 +265,7 @@ function Latch:await(timeout)
         local _, gen = client:_poll()
         local left = deadline and deadline - now()
         if left and left <= 0 then return nil, "timeout", "timeout" end
-        R.wait(client, gen, left and math.min(left, 0.1) or 0.1)
+        wait.wait(client, gen, left and math.min(left, 0.1) or 0.1)
       elseif st == "timeout" then
         return nil, "timeout", "timeout"
       end
@@ -293,7 +300,7 @@ end
 local function records(f, timeout, all)
   local c, msg, code = closed(f.client)
   if c then return nil, msg, code end
-  return R.call_op(f.client, timeout or f.client:session_timeout(),
+  return op.call_op(f.client, timeout or f.client:session_timeout(),
     "_holders", f.path, "latch", 1, nil, all)
 end
 
@@ -360,11 +367,11 @@ local Selector = { __name = "zklock.leader_selector" }
 Selector.__index = Selector
 
 local function sel_fields(self, fname)
-  return R.checked(self, Selector, fname, "leader selector")
+  return check.checked(self, Selector, fname, "leader selector")
 end
 
 local function report(err)
-  R.log("error", "leader selector function failed: " .. tostring(err))
+  log.log("error", "leader selector function failed: " .. tostring(err))
 end
 
 -- Our turn: run fn(selector) to its end, give leadership back, queue
@@ -384,7 +391,7 @@ local function run_turn(f)
     if att then att:release() end -- leadership ends with fn
     if f.requeue and not f.closed and not closed(f.client) then join(f) end
   end
-  if R.hooks.dispatcher and ngx and ngx.timer then
+  if plug.hooks.dispatcher and ngx and ngx.timer then
     local ok, err = ngx.timer.at(0, function(premature)
       if premature then f.running = false; return end
       body()
@@ -397,7 +404,7 @@ local function run_turn(f)
 end
 
 -- leader_selector's options
-local SELECTOR_OPTIONS = R.options({ "requeue", "id" })
+local SELECTOR_OPTIONS = check.options({ "requeue", "id" })
 
 --- @type Client
 
@@ -415,15 +422,16 @@ function client_methods:leader_selector(path, fn, opts)
   if not core.is_client(self) then
     argerror(1, "leader_selector", "zklock client expected")
   end
-  check_path(path, 1, "leader_selector", R.RECIPE_PATH_MAX)
+  check_path(path, 1, "leader_selector", check.RECIPE_PATH_MAX)
   if type(fn) ~= "function" then
     argerror(2, "leader_selector", "function expected, got " .. type(fn))
   end
   if opts ~= nil and type(opts) ~= "table" then
     argerror(3, "leader_selector", "table expected, got " .. type(opts))
   end
-  opts = R.check_options(opts or {}, SELECTOR_OPTIONS, 3, "leader_selector")
-  if opts.id ~= nil then R.check_data(self, opts.id, 3, "leader_selector") end
+  opts = check.check_options(opts or {}, SELECTOR_OPTIONS, 3,
+    "leader_selector")
+  if opts.id ~= nil then check.check_data(self, opts.id, 3, "leader_selector") end
   local f = { client = self, path = path, fn = fn, turns = 0,
     id = opts.id or L.owner_data(self), requeue = opts.requeue ~= false }
   local sel = box(Selector, f)

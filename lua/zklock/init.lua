@@ -20,25 +20,28 @@
 -- @alias client_methods
 
 -- (For maintainers: this file is the public surface: connect, the waiter,
--- revocation, with_lock, and the client methods table.  The recipes live
--- in zklock.lock (mutex, semaphore mutex, read/write lock),
--- zklock.semaphore, zklock.multilock, zklock.barrier (barrier, double
--- barrier) and zklock.election, which add their methods to the client
--- methods as they load; argument checking, per-coroutine ownership and
--- the waits (every wait polls a C object and sleeps until the session
--- reports a change) are in the internal zklock.runtime.  Recipe objects
--- are userdata whose state machines run in C.  config.ld gathers the doc
--- comments of every file on one page.)
+-- revocation, with_lock, logging, and the client methods table; inside
+-- nginx, zklock.ngx.  zklock.client holds the client's own methods and
+-- loads the recipes: zklock.lock (mutex, semaphore mutex, read/write
+-- lock), zklock.semaphore, zklock.multilock, zklock.barrier (barrier,
+-- double barrier) and zklock.election, which add their methods to the
+-- client methods as they load.  Argument checks, owners, waits (every
+-- wait polls a C object and sleeps until the session reports a change),
+-- callbacks, logging and opening sessions are internal modules under
+-- zklock.rt.  Recipe objects are userdata whose state machines run in C.
+-- config.ld gathers the doc comments of every file on one page.)
 local core = require "zklock.core"
-local R = require "zklock.runtime"
-R.internal_file()
+local check = require "zklock.rt.check"
+local plug = require "zklock.rt.plug"
+local log = require "zklock.rt.log"
+local guard = require "zklock.rt.guard"
+local wait = require "zklock.rt.wait"
+local op = require "zklock.rt.op"
+local session = require "zklock.rt.session"
+require "zklock.client" -- (every client method)
 local L = require "zklock.lock"
-require "zklock.rwlock"
 local metrics = require "zklock.metrics"
-require "zklock.semaphore"
-require "zklock.multilock"
-require "zklock.barrier"
-require "zklock.election"
+check.internal_file()
 
 local M = {
   --- The version, as `"0.1.0"`: the versioned rockspec's, less its
@@ -55,16 +58,15 @@ local M = {
   features = core.features(),
 }
 
-local now = core.now
 local client_methods = core.client_methods
-local type, error, pcall, ipairs = type, error, pcall, ipairs
+local type, error, pcall, ipairs, tostring = type, error, pcall, ipairs,
+  tostring
 local getmetatable = getmetatable
-local argerror, check_client = R.argerror, R.check_client
-local check_path, check_count = R.check_path, R.check_count
-local check_timeout, check_data = R.check_timeout, R.check_data
-local await, dispatch, closed = R.await, R.dispatch, R.closed
-local call_op, succeeded = R.call_op, R.succeeded
-local protect = R.protect
+local argerror = check.argerror
+local check_path, check_count = check.check_path, check.check_count
+local check_timeout = check.check_timeout
+local closed, call_op = op.closed, op.call_op
+local protect = guard.protect
 
 -- ---------------------------------------------------------------------------
 -- waiting
@@ -81,7 +83,7 @@ function M.set_waiter(fn)
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "set_waiter", "function expected, got " .. type(fn))
   end
-  R.set_waiter(fn)
+  wait.set_waiter(fn)
 end
 
 -- ---------------------------------------------------------------------------
@@ -106,171 +108,13 @@ end
 --  `"no_auth"` (a SASL login refused), `"no_node"` (the chroot does not
 --  exist), `"tls"` (a TLS set-up that cannot work, and why)
 function M.connect(hosts, opts)
-  local c, ct, code = R.open(hosts, opts, "connect")
+  local c, ct, code = session.open(hosts, opts, "connect")
   if not c then return nil, ct, code end
-  return R.finish_connect(c, hosts, ct)
-end
-
--- Wait up to ct seconds for the first connection of client c (opened by
--- R.open with `hosts`); c, or nil, message, code with c closed.
-function R.finish_connect(c, hosts, ct)
-  local state = await(c, R.session_leaving(c, "connecting"), now() + ct)
-  if state == "connected" then return c end
-  local msg, code = c:_failure() -- (expired, auth failed, no chroot: C says why)
-  -- what the diagnosis found (every server refused; a plaintext client,
-  -- servers that speak TLS): said at the timeout (src/core/session/probe.c)
-  local hint, hcode = c:_hint()
-  c:close()
-  if state == "timeout" then
-    return nil, ("could not connect to %s within %gs%s"):format(hosts, ct,
-      hint and ": " .. hint or ""), hint and hcode or "connection_loss"
-  end
-  return nil, msg or "session " .. state, code or "closed"
-end
-
--- A client that is not closed, for the methods that keep state in C
--- (listeners, counters): on a closed one they raise, as the C methods do
--- (docs/api.md, "A closed client").
-local function check_open(self, fname)
-  check_client(self, fname)
-  if closed(self) then argerror(1, fname, "client is closed") end
-end
-
-
--- ---------------------------------------------------------------------------
--- plain data: what a lock usually guards (a counter, a config)
-
---- A session with a ZooKeeper ensemble, as `zklock.connect` returns it.
--- Its methods make the recipes (`zk:mutex(path)`, ...) and read and write
--- plain nodes.  After `zk:close()`, what would ask the server returns
--- `nil, "client is closed", "closed"` (docs/api.md, "A closed client").
--- @type Client
-
---- The connection's state: `"connecting"`, `"connected"`, `"expired"`,
--- `"auth_failed"`, `"no_chroot"` (the chroot does not exist), `"tls_failed"`
--- or `"closed"`.
--- @function state
--- @treturn string the state
-
---- The session id as a hex string, as `"0x1000001a2b30000"`; nil while
--- there is no session.  Raises once the client is closed.
--- @function session_id
--- @treturn ?string the id
-
---- The session timeout the server granted, in seconds (0 once closed).
--- @function session_timeout
--- @treturn number seconds
-
---- Close the session: every ephemeral node of it (its holds, its queued
--- attempts) goes at once.  Idempotent; also what `__gc` and `__close` do.
--- @function close
-
---- A descriptor for an event loop to watch: the core makes it readable
--- when anything changed for this client, or a waiting coroutine's
--- deadline passed; then call `zk:step()`.  The same one on every call;
--- open until the client is collected.  Do not read it yourself.
--- @function fd
--- @treturn int the descriptor, or nil, message, code (the client's
---  wake-up socket is read already: zklock.ngx's)
-
---- The data of node `path`.
--- @string path the node
--- @tparam[opt] number timeout seconds (default: the session timeout)
--- @return the data and its version, or nil, message, code (`"no_node"`...)
-function client_methods:get(path, timeout)
-  check_client(self, "get")
-  check_path(path, 1, "get")
-  timeout = check_timeout(timeout, 2, "get")
-  return call_op(self, timeout or self:session_timeout(), "_get", path)
-end
-
---- Set the data of node `path`, creating it (a persistent node, its
--- missing parents as containers) when missing.
--- @string path the node
--- @string data its new data (at most the client's `max_data` bytes)
--- @tparam[opt] number timeout seconds (default: the session timeout)
--- @return true, or nil, message, code
-function client_methods:set(path, data, timeout)
-  -- (one set-or-create in C, retried there when another client creates
-  -- the node first)
-  check_client(self, "set")
-  check_path(path, 1, "set")
-  check_data(self, data, 2, "set")
-  timeout = check_timeout(timeout, 3, "set")
-  return succeeded(call_op(self, timeout or self:session_timeout(), "_set",
-    path, data, true))
+  return session.finish_connect(c, hosts, ct)
 end
 
 -- ---------------------------------------------------------------------------
--- callbacks and revocation
-
---- Run the callbacks queued for this client now (`on_revoke`, `on_lost`,
--- `on_state`, a latch's `on_change`, a selector's turn); with a timeout,
--- first wait up to that long for one to arrive.
--- @tparam[opt] number timeout seconds
--- @treturn int how many ran
-function client_methods:dispatch(timeout)
-  if not core.is_client(self) then
-    argerror(1, "dispatch", "zklock client expected")
-  end
-  timeout = check_timeout(timeout, 1, "dispatch")
-  local n = dispatch(self)
-  if n > 0 or not timeout or closed(self) then return n end
-  local deadline = now() + timeout
-  while n == 0 do
-    local left = deadline - now()
-    if left <= 0 then break end
-    local _, gen = self:_poll()
-    R.wait(self, gen, left)
-    n = dispatch(self)
-  end
-  return n
-end
-
--- event loops (zklock.loop; docs/api.md, "Waiting in an event loop")
-
---- Wake the coroutines whose wait on this client ended and run the
--- callbacks it owes: what `zk:fd()` becoming readable asks for (`zk:fd()`
--- returns a descriptor the core makes readable when anything changed for
--- this client, or a waiting coroutine's deadline passed).  The adapters
--- zklock.cqueues, zklock.luv and zklock.copas call it for you.
--- @return how many waits it ended
-function client_methods:step()
-  return require("zklock.loop").step(self)
-end
-
---- Listen to the connection's state, in Curator's model: `fn(new, old)`
--- with "connected" (the first connection), "suspended" (disconnected; the
--- session may live), "reconnected" (the same session again), "lost" (the
--- session expired, or the connection stayed lost for a whole session
--- timeout) and "renewed" (a new session after an expiry).  Runs in Lua,
--- in order, inside zklock waits, `zk:dispatch()` or zklock.ngx's timer,
--- never on a ZooKeeper thread.  Several listeners may listen;
--- `zk:on_state(nil)` removes them all.
--- @tparam ?function fn `fn(new, old)`, or nil
--- @return the client
-function client_methods:on_state(fn)
-  check_open(self, "on_state")
-  if fn ~= nil and type(fn) ~= "function" then
-    argerror(1, "on_state", "function or nil expected, got " .. type(fn))
-  end
-  local list = R.state_listeners[self]
-  if fn == nil then
-    R.state_listeners[self] = nil
-    -- (leader latches and selectors still hear of a renewed session)
-    self:_want_state(R.hooks.elections and R.hooks.elections(self) or false)
-    return self
-  end
-  if not list then
-    list = {}
-    R.state_listeners[self] = list
-  end
-  list[#list + 1] = fn
-  self:_want_state(true)
-  return self
-end
-
---- @section end
+-- revocation
 
 --- Ask the current holder(s) of the lock at `path` to let go (Curator's
 -- `Revoker`): their nodes' data becomes `"__REVOKE__"`, and a revocable
@@ -330,7 +174,7 @@ end
 local function finish(lock, ok, ...)
   if not ok then
     local fine, err = pcall(lock.release, lock)
-    if not fine then R.log("error", "with_lock: release: " .. tostring(err)) end
+    if not fine then log.log("error", "with_lock: release: " .. tostring(err)) end
     error((...), 0)
   end
   local released, msg, code = lock:release()
@@ -351,7 +195,7 @@ local function finish_update(lock, path, ok, new, ...)
   if not fine then -- (refused before anything was sent: still held)
     local plain, err = pcall(lock.release, lock)
     if not plain then
-      R.log("error", "with_lock: release: " .. tostring(err))
+      log.log("error", "with_lock: release: " .. tostring(err))
     end
     error(released, 0)
   end
@@ -359,7 +203,7 @@ local function finish_update(lock, path, ok, new, ...)
   return ...
 end
 
--- fn runs under R.protect: a string error raised in it is raised again
+-- fn runs under guard.protect: a string error raised in it is raised again
 -- with the frames inside fn (gone by then) appended; any other error
 -- value, unchanged.
 local function run(lock, timeout, opts, fn, ...)
@@ -384,7 +228,7 @@ local function writes_with_release(lock)
 end
 
 -- with_lock's options table
-local WITH_LOCK_OPTIONS = R.options({ "timeout", "max_hold", "update" })
+local WITH_LOCK_OPTIONS = check.options({ "timeout", "max_hold", "update" })
 
 --- Acquire `lock`, call `fn(...)`, release, and return `fn`'s results.
 -- If `fn` raises, release and raise the error again: a string one with
@@ -434,25 +278,6 @@ function M.with_lock(lock, a, ...)
   return run(lock, timeout, opts, ...)
 end
 
---- @type Client
-
---- Counters of this client: `requests` sent, `watch_events` received,
--- `own_events` (those about our own nodes), `renewed` (new sessions
--- opened after an expiry), `lost` (holds lost), `since_contact` (seconds
--- since the server last answered; absent before any answer), and `kinds`: per recipe
--- kind (`"mutex"`, `"semaphore_mutex"`, `"rwlock.read"`, `"rwlock.write"`,
--- `"semaphore"`) the counts `acquires`, `timeouts`, `errors`, `releases`,
--- `losses`, and the `wait` and `hold` times as `{ count, sum, max, p50,
--- p90, p99 }` (seconds; docs/api.md, "Metrics").
--- @treturn table the counters
-function client_methods:stats()
-  check_open(self, "stats")
-  local s = self:_stats()
-  s.kinds = metrics.client_report(self)
-  return s
-end
-
---- @section end
 
 -- ---------------------------------------------------------------------------
 -- logging and metrics
@@ -470,7 +295,7 @@ function M.set_logger(fn)
   if fn ~= nil and type(fn) ~= "function" then
     argerror(1, "set_logger", "function expected, got " .. type(fn))
   end
-  R.set_logger(fn or R.hooks.default_logger)
+  log.set_logger(fn or plug.hooks.default_logger)
 end
 
 --- How much the ZooKeeper C client logs.  The environment variable
@@ -504,9 +329,7 @@ M.Lock = L.Lock
 -- waiter, and `zklock.connect` is zklock.ngx.connect (call it in
 -- init_worker_by_lua*); `require "zklock.ngx"` stays valid (docs/openresty.md).
 if type(ngx) == "table" and type(ngx.config) == "table" and
-    ngx.config.ngx_lua_version and type(ngx.timer) == "table" and
-    not R.hooks.ngx_loading then
-  package.loaded["zklock"] = M -- (zklock.ngx requires us back)
+    ngx.config.ngx_lua_version and type(ngx.timer) == "table" then
   M.connect = require("zklock.ngx").connect
 end
 

@@ -23,18 +23,26 @@
 --                  that stops watching
 --   spawn(fn)      run fn() in a new coroutine of the loop (callbacks)
 -- @module zklock.loop
-local R = require "zklock.runtime"
-local zklock = require "zklock"
 local core = require "zklock.core"
-R.internal_file() -- (bad arguments point past this file, at the caller)
+local check = require "zklock.rt.check"
+local plug = require "zklock.rt.plug"
+local log = require "zklock.rt.log"
+local guard = require "zklock.rt.guard"
+local events = require "zklock.rt.events"
+local wait_rt = require "zklock.rt.wait"
+local session = require "zklock.rt.session"
+require "zklock.client" -- (every client method, for the clients it opens)
+check.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
 
 local now = core.now
-local guarded = R.guarded
+local guarded = guard.guarded
+local argerror = check.argerror
 local pairs, ipairs, type, pcall = pairs, ipairs, type, pcall
 local setmetatable, getmetatable, error = setmetatable, getmetatable, error
-local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
 
 -- client -> w: { client, driver, stop (the watch's), byid (id -> entry,
 -- weak values), entry_of (obj -> entry, weak keys), any (waits without
@@ -48,9 +56,9 @@ local installed = false -- our waiter (installed by the first attach)
 -- outside a loop's coroutines (the default one blocks the thread)
 local prev_waiter
 
--- A wake-up entry (runtime.lua) with the waits suspended on it.
+-- A wake-up entry (rt/wait.lua) with the waits suspended on it.
 local function new_entry(w)
-  return R.new_entry(w, { recs = {} })
+  return wait_rt.new_entry(w, { recs = {} })
 end
 
 -- Arm the C core's deadline byte for `d` when it is the earliest.
@@ -80,7 +88,7 @@ local function wait(client, gen, timeout, obj)
   if not tok then return prev_waiter(client, gen, timeout, obj) end
   local e
   if type(obj) == "userdata" then
-    e = R.entry_for(w, obj, gen, new_entry)
+    e = wait_rt.entry_for(w, obj, gen, new_entry)
     if not e then return end -- (obj moved meanwhile: look again)
   else
     e = w.any
@@ -189,11 +197,11 @@ step = function(w, keep_bytes)
       if not rok and ok then ok, err = false, rerr end
     end
   end
-  R.drain_log()
+  log.drain_log()
   local evs = client:_events()
   if evs then
     local sok, serr = pcall(w.driver.spawn, function()
-      R.dispatch(client, evs)
+      events.dispatch(client, evs)
     end)
     if not sok and ok then ok, err = false, serr end
   end
@@ -208,17 +216,17 @@ end
 -- is attached once.
 -- @return zk, or nil, message, code
 function M.attach(client, driver)
-  R.check_client(client, "attach")
+  check.check_client(client, "attach")
   if type(driver) ~= "table" then
-    R.argerror(2, "attach", "driver table expected, got " .. type(driver))
+    argerror(2, "attach", "driver table expected, got " .. type(driver))
   end
   for _, k in ipairs { "current", "suspend", "resume", "watch", "spawn" } do
     if type(driver[k]) ~= "function" then
-      R.argerror(2, "attach", "driver." .. k .. " must be a function")
+      argerror(2, "attach", "driver." .. k .. " must be a function")
     end
   end
   if clients[client] then
-    R.argerror(1, "attach", "this client is attached already")
+    argerror(1, "attach", "this client is attached already")
   end
   local fd, msg, code = client:fd()
   if not fd then return nil, msg, code end
@@ -236,8 +244,8 @@ function M.attach(client, driver)
   clients[client] = w
   wrap_close(client)
   if not installed then
-    prev_waiter = R.current_waiter()
-    zklock.set_waiter(wait)
+    prev_waiter = wait_rt.current_waiter()
+    wait_rt.set_waiter(wait)
     installed = true
   end
   local stop = driver.watch(fd, function() return step(w) end)
@@ -251,15 +259,10 @@ end
 -- @return how many waits it ended
 function M.step(client)
   local w = clients[client]
-  if not w then
-    R.check_client(client, "step")
-    -- (the ready list is zk:fd()'s alone: zklock.ngx reads its own)
-    if client:_drain() then client:_ready() end
-    R.dispatch(client)
-    return 0
-  end
+  if not w then return events.step(client) end
   return step(w)
 end
+plug.register("step", M.step) -- (zk:step(), from now on)
 
 --- A driver's `current` for a loop that runs any coroutine it is given
 -- (luv, copas): the calling coroutine, unless it is the main one.
@@ -291,14 +294,14 @@ end
 -- @param[opt] fname the calling function's name, for argument errors
 -- @return client, or nil, message, code
 function M.connect(driver, hosts, opts, fname)
-  local client, ct, code = R.open(hosts, opts, fname or "connect")
+  local client, ct, code = session.open(hosts, opts, fname or "connect")
   if not client then return nil, ct, code end
   local ok, msg, mcode = M.attach(client, driver)
   if not ok then
     client:close()
     return nil, msg, mcode
   end
-  return R.finish_connect(client, hosts, ct)
+  return session.finish_connect(client, hosts, ct)
 end
 
 return M

@@ -17,10 +17,10 @@
 -- rule for callbacks).  How it works: zklock.loop; docs/api.md, "Waiting
 -- in an event loop".
 -- @module zklock.luv
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
 local loop = require "zklock.loop"
 local uv = require "luv"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 local yield, resume = coroutine.yield,

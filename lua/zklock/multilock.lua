@@ -5,19 +5,21 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local events = require "zklock.rt.events"
+local guard = require "zklock.rt.guard"
 local L = require "zklock.lock"
-R.internal_file()
+check.internal_file()
+local WEAK_KEYS = { __mode = "k" }
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
 local type, tostring, pcall, ipairs, getmetatable, setmetatable =
   type, tostring, pcall, ipairs, getmetatable, setmetatable
 local now = core.now
-local WEAK_KEYS = R.WEAK_KEYS
-local me, argerror, check_timeout = R.me, R.argerror, R.check_timeout
+local me, argerror, check_timeout = events.me, check.argerror, check.check_timeout
 local Lock = L.Lock
-local checked = R.checked
+local checked = check.checked
 
 local MultiLock = { __name = "zklock.multilock" }
 MultiLock.__index = MultiLock
@@ -95,7 +97,7 @@ function MultiLock:acquire(timeout, opts)
     for j = taken, 1, -1 do L.drop_level(m.locks[j], co) end
     taken = 0
   end
-  local ok, msg, code = R.guarded(drop, function()
+  local ok, msg, code = guard.guarded(drop, function()
     for i, l in ipairs(m.locks) do
       local left = deadline and math.max(0, deadline - now())
       local held, amsg, acode = l.acquire(l, left, opts)
@@ -140,7 +142,7 @@ function MultiLock:release()
     argerror(1, "release", "multilock not held by the calling coroutine")
   end
   m.owners[co] = m.owners[co] > 1 and m.owners[co] - 1 or nil
-  local why = R.acting_why()
+  local why = events.acting_why()
   if not m.owners[co] and (why == "revoke" or why == "lost") then
     m.ended[co] = why == "revoke" and "revoked" or "lost"
   end

@@ -39,11 +39,15 @@
 -- serving another request) is released; a waiting request that nginx
 -- finalized (client abort with lua_check_client_abort, ngx.exit from
 -- another light thread) has its queued node deleted.
-local R = require "zklock.runtime"
-R.register("ngx_loading", true) -- (zklock, loaded next, must not load us back)
-local zklock = require "zklock"
 local core = require "zklock.core"
-R.internal_file() -- (bad arguments point past this file, at the caller)
+local check = require "zklock.rt.check"
+local plug = require "zklock.rt.plug"
+local log = require "zklock.rt.log"
+local events = require "zklock.rt.events"
+local wait_rt = require "zklock.rt.wait"
+local session = require "zklock.rt.session"
+require "zklock.client" -- (every client method, for the clients it opens)
+check.internal_file() -- (bad arguments point past this file, at the caller)
 
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.ngx: load it inside nginx's Lua module (OpenResty)", 2)
@@ -86,9 +90,9 @@ local function check_phase(what)
   end
 end
 
--- A wake-up entry (runtime.lua) with its semaphore.
+-- A wake-up entry (rt/wait.lua) with its semaphore.
 local function new_entry(w)
-  return R.new_entry(w, { sema = assert(semaphore.new(0)) })
+  return wait_rt.new_entry(w, { sema = assert(semaphore.new(0)) })
 end
 
 -- since: when C saw the change that wakes e (for the latency figures)
@@ -121,7 +125,7 @@ local function wait(client, gen, timeout, obj)
   end
   local e
   if type(obj) == "userdata" then
-    e = R.entry_for(w, obj, gen, new_entry)
+    e = wait_rt.entry_for(w, obj, gen, new_entry)
     if not e then return end -- (obj moved meanwhile: look again)
   else
     e = w.any
@@ -241,7 +245,7 @@ end
 -- waits for the server); false when no timer could be had (try again).
 local function release_later(lock, tok)
   local ok, err = ngx.timer.at(0, function()
-    R.release_owner(lock, tok)
+    events.release_owner(lock, tok)
   end)
   if not ok then
     ngx_log(ERR, "zklock: cannot release for an ended request: ", err)
@@ -257,11 +261,9 @@ local function sweep_entry(e)
     if e.suspect then -- seen twice, a tick apart: not a wake in flight
       e.waiting, e.suspect = false, nil
       local obj = e.ref[1]
-      local abandon = obj and R.abandon[obj]
-      if abandon then
-        pcall(abandon) -- (a lock cohort's waiter: lock/cohort.lua)
-      elseif obj then
-        -- a lock attempt lets go of its node; an operation stops
+      -- what abandons it (a lock cohort's waiter: lock/cohort.lua), else a
+      -- lock attempt lets go of its node; an operation stops
+      if obj and not wait_rt.abandon(obj) then
         pcall(obj.release or obj.cancel, obj)
       end
     else
@@ -277,7 +279,7 @@ local function sweep(w)
     local gone = ended(tok)
     local any = false
     for lock in pairs(locks) do
-      if not R.holds(lock, tok) then
+      if not events.holds(lock, tok) then
         locks[lock] = nil
       elseif gone and release_later(lock, tok) then
         locks[lock] = nil
@@ -309,7 +311,7 @@ end
 
 local function run_callbacks(premature, client, evs)
   if premature then return end
-  R.dispatch(client, evs)
+  events.dispatch(client, evs)
 end
 
 local READ_TIMEOUT = 3600 -- s; a timed-out read is harmless but logged
@@ -389,7 +391,7 @@ local function tick(premature, w)
   if w.client:state() == "closed" then return finish(w) end
   local ok, err = pcall(sweep, w)
   if not ok then ngx_log(ERR, "zklock: ", err) end
-  R.drain_log() -- (the C client's log, queued on its threads)
+  log.drain_log() -- (the C client's log, queued on its threads)
   if not w.live then pcall(take, w, true) end
 end
 
@@ -406,7 +408,8 @@ local start_publisher = ngx_metrics.start_publisher
 M.metrics = ngx_metrics.metrics
 
 -- connect's options: zklock.connect's and sweep_interval
-local CONNECT_OPTIONS = R.options({ "sweep_interval" }, R.CONNECT_OPTIONS)
+local CONNECT_OPTIONS = check.options({ "sweep_interval" },
+  session.CONNECT_OPTIONS)
 
 --- Open this worker's session, without waiting for it (the first wait
 -- does), and start its timer.  Call it in `init_worker_by_lua*`: a session
@@ -427,7 +430,8 @@ function M.connect(hosts, opts)
     error("bad argument #2 to 'connect' (sweep_interval must be a " ..
       "positive number)", 2)
   end
-  local client, msg, code = R.open(hosts, opts, "connect", CONNECT_OPTIONS)
+  local client, msg, code = session.open(hosts, opts, "connect",
+    CONNECT_OPTIONS)
   if not client then return nil, msg, code end
   local w = {
     client = client,
@@ -453,8 +457,8 @@ function M.connect(hosts, opts)
 end
 
 -- every hold an owner takes is watched for its request's end
-R.register("held", function(lock, tok)
-  local client = R.client_of(lock)
+plug.register("held", function(lock, tok)
+  local client = events.client_of(lock)
   local w = client and workers[client]
   if not w or (type(tok) ~= "thread" and type(tok) ~= "table") then return end
   local locks = w.held[tok]
@@ -464,19 +468,20 @@ R.register("held", function(lock, tok)
   end
   locks[lock] = true
 end)
-R.register("owner", owner)
+plug.register("owner", owner)
 
 -- Logging goes to nginx's error log (at the matching level) unless the
 -- application set a logger of its own.
 local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO,
   debug = ngx.DEBUG }
-R.register("default_logger", function(level, msg)
+plug.register("default_logger", function(level, msg)
   ngx_log(NGX_LEVEL[level] or ERR, "zklock: ", msg)
 end)
-if not R.current_logger() then R.set_logger(R.hooks.default_logger) end
-R.register("dispatcher", true)
-zklock.set_waiter(wait)
-zklock.connect = M.connect -- (whichever module was required first)
+if not log.current_logger() then log.set_logger(plug.hooks.default_logger) end
+plug.register("dispatcher", true)
+wait_rt.set_waiter(wait)
+-- (zklock.connect is M.connect: zklock sets it when it loads in nginx,
+-- before or after this module)
 
 --- This worker's wait machinery, for tests and monitoring: `live` (the
 -- wake-up socket is read), `entries` (objects with a wake-up entry),

@@ -6,15 +6,15 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
 local L = require "zklock.lock"
 local H = require "zklock.lock.holders"
-R.internal_file()
+check.internal_file()
 
 local unbox = core.unbox
 local client_methods = core.client_methods
 local getmetatable, setmetatable, type = getmetatable, setmetatable, type
-local argerror, check_timeout = R.argerror, R.check_timeout
+local argerror, check_timeout = check.argerror, check.check_timeout
 
 local RwLock = { __name = "zklock.rwlock" }
 RwLock.__index = RwLock

@@ -5,19 +5,22 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local events = require "zklock.rt.events"
+local op = require "zklock.rt.op"
 local L = require "zklock.lock"
-R.internal_file()
+check.internal_file()
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
 local select, setmetatable = select, setmetatable
-local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
-local me, argerror = R.me, R.argerror
-local check_path, check_count = R.check_path, R.check_count
-local check_timeout, closed = R.check_timeout, R.closed
+local me, argerror = events.me, check.argerror
+local check_path, check_count = check.check_path, check.check_count
+local check_timeout, closed = check.check_timeout, op.closed
 local new_lock, take, give_back = L.new_lock, L.take, L.give_back
-local checked = R.checked
+local checked = check.checked
 
 local Semaphore = { __name = "zklock.semaphore" }
 Semaphore.__index = Semaphore
@@ -41,7 +44,7 @@ function client_methods:semaphore(path, max_leases, opts)
   if not core.is_client(self) then
     argerror(1, "semaphore", "zklock client expected")
   end
-  check_path(path, 1, "semaphore", R.RECIPE_PATH_MAX)
+  check_path(path, 1, "semaphore", check.RECIPE_PATH_MAX)
   check_count(max_leases, 2, "semaphore", "max_leases")
   local lock = new_lock(self, path, "semaphore",
     { kind = "lease", markers = "lease", max_leases = max_leases,
@@ -213,7 +216,7 @@ end
 function Semaphore:available(timeout)
   local s = sem_fields(self, "available")
   timeout = check_timeout(timeout, 1, "available")
-  local names, msg, code = R.call_op(s.client,
+  local names, msg, code = op.call_op(s.client,
     timeout or s.client:session_timeout(), "_children", s.f.dir, "all")
   if not names then return nil, msg, code end
   local free = s.f.max_leases - #names

@@ -8,13 +8,13 @@
 -- `/tmp`), so `spec/run.sh` can kill whatever a crashed spec left behind.
 -- @module zklock.testing
 local tcore = require "zklock.testing.core"
-local R = require "zklock.runtime"
+local argcheck = require "zklock.rt.check"
 local L = require "zklock.lock"
 local P = require "zklock.testing.process"
 local secure = require "zklock.testing.secure"
 local server = require "zklock.testing.server"
 local cluster = require "zklock.testing.cluster"
-R.internal_file() -- (bad arguments point past this file, at the caller)
+argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 -- The parts (their doc comments are on this module's page: config.ld):
 -- zklock.testing.process, one server's JVM and files (internal);

@@ -2,6 +2,7 @@
 -- statuses, its usage text, its messages (say, usage_error), its exit
 -- (finish), and the parsing of each command's arguments and options.
 local core = require "zklock.core"
+local check = require "zklock.rt.check"
 
 local O = {}
 
@@ -200,9 +201,8 @@ local function parse(cmd, args, i)
     usage_error("%s: unexpected argument '%s'", cmd, args[rest])
   end
   local hosts, path = pos[1], pos[2]
-  local runtime = require "zklock.runtime"
-  for _, a in ipairs({ { "HOSTS", runtime.check_hosts, hosts },
-      { "PATH", runtime.check_path, path } }) do
+  for _, a in ipairs({ { "HOSTS", check.check_hosts, hosts },
+      { "PATH", check.check_path, path } }) do
     local ok, err = pcall(a[2], a[3], 1, cmd)
     if not ok then
       usage_error("%s: bad %s: %s", cmd, a[1],

@@ -5,6 +5,7 @@
 local core = require "zklock.core"
 local zklock = require "zklock"
 local options = require "zklock.cli.options"
+local guard = require "zklock.rt.guard"
 
 local S = {}
 
@@ -37,7 +38,7 @@ end)
 local unpack = table.unpack or unpack
 local function pack(...) return { n = select("#", ...), ... } end
 
-local protect = require("zklock.runtime").protect
+local protect = guard.protect
 
 local function interruptible_call(zk, fn, ...)
   -- (a string error comes back with its frames: an internal error's

@@ -17,30 +17,37 @@
 -- its read with the acquire is unread), read (its path), known ({ path,
 -- data, version }: the last write with a release passed on) }.
 -- A waiter: { max_hold, limit (its lock object's pass_limit), sig (its
--- signal, client:_signal()), on (what it waits on, in R.abandon), late
+-- signal, client:_signal()), on (what it waits on: zklock.rt.wait's
+-- on_abandon), late
 -- (came while a remote contender was known: no pass to it), granted,
 -- gone, dropped (its hold's lock object was collected unreleased) }.
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local guard = require "zklock.rt.guard"
+local op = require "zklock.rt.op"
+local plug = require "zklock.rt.plug"
+local wait = require "zklock.rt.wait"
 local metrics = require "zklock.metrics"
 local node = require "zklock.lock.node"
-R.internal_file()
+check.internal_file()
+local WEAK_KEYS = { __mode = "k" }
+local WEAK_VALUES = { __mode = "v" }
 
 local M = {}
 
 local now = core.now
 local setmetatable, getmetatable, pairs = setmetatable, getmetatable,
   pairs
-local await = R.await
+local await = wait.await
 
 -- client -> { key -> cohort }
-local cohorts = setmetatable({}, R.WEAK_KEYS)
+local cohorts = setmetatable({}, WEAK_KEYS)
 -- attempt -> the last pass number its node gave, for a node that lingers
 -- (lock caching: held again, it goes on counting); set by linger.lua
-local last_pass = setmetatable({}, R.WEAK_KEYS)
+local last_pass = setmetatable({}, WEAK_KEYS)
 
--- (what zklock.ngx calls for a wait nginx abandoned: runtime.lua)
-local abandon = R.abandon
+-- (what zklock.ngx calls for a wait nginx abandoned: zklock.rt.wait)
+local on_abandon = wait.on_abandon
 
 -- f's cohort, if it has one now: its key, and the cohort or nil
 local function existing(f)
@@ -52,7 +59,7 @@ end
 local function cohort_of(f)
   local key, c = existing(f)
   if not c then
-    c = { cref = setmetatable({ f.client }, R.WEAK_VALUES), key = key,
+    c = { cref = setmetatable({ f.client }, WEAK_VALUES), key = key,
       q = { first = 1, last = 0 }, pass = 0, counted = 0 }
     local all = cohorts[f.client]
     if not all then
@@ -146,9 +153,9 @@ local function hand_on(c, limit, passable)
   return false
 end
 
--- w waits on nothing R.abandon need know of any more
+-- w waits on nothing zklock.rt.wait need know of any more
 local function unlist(w)
-  if w.on then abandon[w.on], w.on = nil, nil end
+  if w.on then on_abandon(w.on, nil); w.on = nil end
 end
 
 -- A waiter leaves the queue (timed out, abandoned): a node it was waiting
@@ -192,7 +199,7 @@ function M.attempt_lost(client, serial)
   return 0
 end
 
--- What leaves the queue for w when its wait is abandoned (R.abandon).
+-- What leaves the queue for w when its wait is abandoned (on_abandon).
 -- Made here, not in wait_turn: a closure there would refer to the
 -- waiting frame's own variables, which zklock.ngx's sweep reads after
 -- nginx dropped that coroutine (and perhaps reused its stack for another
@@ -201,10 +208,10 @@ local function leaver(c, w)
   return function() leave(c, w) end
 end
 
--- w now waits on obj, which R.abandon knows of
+-- w now waits on obj, which zklock.rt.wait knows of
 local function wait_on(c, w, obj)
   unlist(w)
-  abandon[obj], w.on = leaver(c, w), obj
+  on_abandon(obj, leaver(c, w)); w.on = obj
 end
 
 -- leave, and wait (a grace period) for a node let go of to be gone: an
@@ -212,7 +219,7 @@ end
 local function leave_wait(c, w)
   local att = leave(c, w)
   local client = c.cref[1]
-  if att and client then await(client, att, R.grace(client)) end
+  if att and client then await(client, att, op.grace(client)) end
 end
 
 -- A hold whose lock object was collected without a release (its
@@ -243,7 +250,7 @@ local function wait_turn(f, c, w, timeout, deadline, read)
         local att = c.att
         detach(c)
         att:release()
-        await(client, att, R.grace(client))
+        await(client, att, op.grace(client))
       end
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
@@ -254,7 +261,7 @@ local function wait_turn(f, c, w, timeout, deadline, read)
     if w.gone then -- (abandoned by zklock.ngx's sweep: it left the queue)
       return nil, "abandoned", "closed"
     end
-    local c_closed, cmsg, ccode = R.closed(client)
+    local c_closed, cmsg, ccode = op.closed(client)
     if c_closed then leave_wait(c, w); return nil, cmsg, ccode end
     if c.holder and c.holder.dropped then take_over_dropped(c) end
     if c.holder and c.att and not alive(c.att) then detach(c) end
@@ -285,7 +292,7 @@ local function wait_turn(f, c, w, timeout, deadline, read)
         return att, { pass = c.pass, fresh = fresh, read = c.read, w = w }
       elseif st == "timeout" then
         leave_wait(c, w)
-        return nil, R.not_acquired(f.path, timeout)
+        return nil, op.not_acquired(f.path, timeout)
       elseif c.att == att then
         -- the node is lost or failed (or held and no longer believed, as
         -- good as lost): this waiter fails with it, as a per-request
@@ -293,9 +300,9 @@ local function wait_turn(f, c, w, timeout, deadline, read)
         detach(c)
         att:release()
         leave(c, w)
-        await(client, att, R.grace(client))
+        await(client, att, op.grace(client))
         if st == "done" or st == "held" then
-          return nil, R.ended_at_once(f.path)
+          return nil, op.ended_at_once(f.path)
         end
         return nil, msg, code
       end
@@ -315,7 +322,7 @@ local function wait_turn(f, c, w, timeout, deadline, read)
       if not again and await(client, sig, deadline) == "timeout" and
           not w.granted then
         leave_wait(c, w)
-        return nil, R.not_acquired(f.path, timeout)
+        return nil, op.not_acquired(f.path, timeout)
       end
     end
   end
@@ -383,7 +390,7 @@ function M.take(f, timeout, max_hold, read)
     if c.att:contenders() then w.late = c.att end
   end
   local sentinel = watch_over(c, w)
-  local att, info, code = R.guarded(function() leave(c, w) end, wait_turn,
+  local att, info, code = guard.guarded(function() leave(c, w) end, wait_turn,
     f, c, w, timeout, timeout and now() + timeout, read)
   if att then info.sentinel = sentinel end
   return att, info, code
@@ -486,6 +493,6 @@ function M.pass_stage(f, r)
   end
 end
 
-R.register("attempt_lost", M.attempt_lost)
+plug.register("attempt_lost", M.attempt_lost)
 
 return M

@@ -5,15 +5,16 @@
 -- otherwise write during our read.  The stages of an acquire (the read
 -- rests on the write node) and of a release (keep for the reader).
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local guard = require "zklock.rt.guard"
 local hold = require "zklock.lock.hold"
 local node = require "zklock.lock.node"
 local H = require "zklock.lock.holders"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 
-local live, argerror = hold.live, R.argerror
+local live, argerror = hold.live, check.argerror
 
 --- Acquire of f (a read/write lock's) by owner co: for a downgrade, the
 -- write node's name (which the read waits past) and its attempt.  A read
@@ -68,7 +69,7 @@ end
 function M.keep_stage(f, r)
   if not (r.downgraded and r.held) then return nil end
   local own, reader = r.own, r.reader
-  if R.guarded(function() own.att:release() end, keep_for_reader, f,
+  if guard.guarded(function() own.att:release() end, keep_for_reader, f,
       own, reader, r.name) then
     node.hold_ended(f.client, own.att, true)
     return true, true

@@ -6,19 +6,22 @@
 -- of the reference: config.ld.)
 
 --- @module zklock
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local guard = require "zklock.rt.guard"
+local op = require "zklock.rt.op"
+local wait = require "zklock.rt.wait"
 local hold = require "zklock.lock.hold"
 local node = require "zklock.lock.node"
 local cohort = require "zklock.lock.cohort"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 
 local select, type = select, type
-local argerror = R.argerror
-local check_path, check_timeout = R.check_path, R.check_timeout
-local check_data, call_op = R.check_data, R.call_op
-local await, grace = R.await, R.grace
+local argerror = check.argerror
+local check_path, check_timeout = check.check_path, check.check_timeout
+local check_data, call_op = check.check_data, op.call_op
+local await, grace = wait.await, op.grace
 
 local fields = hold.fields
 local Lock = {} -- (this module's methods of the class: hold.define)
@@ -41,7 +44,7 @@ local function check_request(f, node_path, path, data, n, fname)
 end
 
 -- release's options: write, data (checked; the request's size too)
-local RELEASE_OPTIONS = R.options({ "write", "data" })
+local RELEASE_OPTIONS = check.options({ "write", "data" })
 
 --- release's options, checked for f and its hold h (nil: not held by
 -- the caller, which raises later): the write's path and data, or nil.
@@ -50,7 +53,7 @@ function M.release_opts(f, h, opts)
   if type(opts) ~= "table" then
     argerror(1, "release", "table of options expected, got " .. type(opts))
   end
-  R.check_options(opts, RELEASE_OPTIONS, 1, "release")
+  check.check_options(opts, RELEASE_OPTIONS, 1, "release")
   local write, data = opts.write, opts.data
   if write == nil then return nil end
   if f.kind == "read" then
@@ -133,7 +136,7 @@ function M.read_stage(f, a)
     -- release, no request (docs/design.md, section 16)
     data, version = known.data, known.version
   else
-    data, version, code = R.guarded(function()
+    data, version, code = guard.guarded(function()
       if not (info and cohort.release(f, att, true, f.pass_limit)) then
         att:release()
       end

@@ -21,13 +21,14 @@
 -- f.owners: owner key -> its hold (weak keys; nothing in a hold refers to
 -- its owner: LuaJIT's weak keys are not ephemerons).  A semaphore mutex,
 -- which any coroutine may release, also has f.current, the object's hold.
-local R = require "zklock.runtime"
-R.internal_file()
+local check = require "zklock.rt.check"
+local events = require "zklock.rt.events"
+check.internal_file()
 
 local M = {}
 
 local pairs = pairs
-local me = R.me
+local me = events.me
 
 --- The lock class: a lock object is userdata (`core.box`) over its
 -- fields table f.
@@ -46,7 +47,7 @@ end
 --- The fields of lock object `self`, or the standard argument error of
 -- method `fname`.
 function M.fields(self, fname)
-  return R.checked(self, Lock, fname, "lock")
+  return check.checked(self, Lock, fname, "lock")
 end
 
 --- Does hold h still hold?

@@ -7,16 +7,18 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local rt_op = require "zklock.rt.op"
+local wait = require "zklock.rt.wait"
 local hold = require "zklock.lock.hold"
-R.internal_file()
+check.internal_file()
 
 local H = {}
 
 local now = core.now
 local Lock = {} -- (this module's methods of the class: hold.define)
-local closed, await, call_op = R.closed, R.await, R.call_op
-local check_timeout = R.check_timeout
+local closed, await, call_op = rt_op.closed, wait.await, rt_op.call_op
+local check_timeout = check.check_timeout
 
 local fields = hold.fields
 

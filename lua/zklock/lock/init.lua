@@ -12,7 +12,11 @@
 
 --- @module zklock
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local events = require "zklock.rt.events"
+local op = require "zklock.rt.op"
+local plug = require "zklock.rt.plug"
+local session = require "zklock.rt.session"
 local hold = require "zklock.lock.hold"
 local node = require "zklock.lock.node"
 local cohort = require "zklock.lock.cohort"
@@ -20,7 +24,8 @@ local linger = require "zklock.lock.linger"
 local guarded = require "zklock.lock.guarded"
 local downgrade = require "zklock.lock.downgrade"
 require "zklock.lock.holders" -- (participants, holders)
-R.internal_file()
+check.internal_file()
+local WEAK_KEYS = { __mode = "k" }
 
 local L = {}
 
@@ -28,11 +33,9 @@ local unbox = core.unbox
 local client_methods = core.client_methods
 local type, select, setmetatable, pairs =
   type, select, setmetatable, pairs
-local WEAK_KEYS, WEAK_VALUES = R.WEAK_KEYS, R.WEAK_VALUES
-local hooks, me, argerror = R.hooks, R.me, R.argerror
-local check_path, check_timeout = R.check_path, R.check_timeout
-local closed = R.closed
-local with_callbacks = R.with_callbacks
+local hooks, me, argerror = plug.hooks, events.me, check.argerror
+local check_path, check_timeout = check.check_path, check.check_timeout
+local closed = op.closed
 local box = core.box
 
 local Lock, fields = hold.Lock, hold.fields
@@ -68,7 +71,7 @@ local GIVE = {
 
 -- acquire's options (every kind's, and a multilock's: those that take
 -- no read refuse it by name)
-local ACQUIRE_OPTIONS = R.options({ "max_hold", "read" })
+local ACQUIRE_OPTIONS = check.options({ "max_hold", "read" })
 
 -- opts (argument n of fname): nil or { max_hold = seconds > 0,
 -- read = path }, no other key (`allowed`, default ACQUIRE_OPTIONS, says
@@ -78,7 +81,7 @@ local function check_opts(opts, n, fname, allowed)
   if type(opts) ~= "table" then
     argerror(n, fname, "table of options expected, got " .. type(opts))
   end
-  R.check_options(opts, allowed or ACQUIRE_OPTIONS, n, fname)
+  check.check_options(opts, allowed or ACQUIRE_OPTIONS, n, fname)
   local mh = opts.max_hold
   if mh ~= nil and (type(mh) ~= "number" or not (mh > 0 and mh < 1e9)) then
     argerror(n, fname, "max_hold must be a number of seconds > 0")
@@ -90,7 +93,7 @@ L.check_opts = check_opts
 
 -- the lock constructors' options (mutex, semaphore_mutex, rwlock,
 -- semaphore): those kinds that do not linger refuse it by name
-local LOCK_OPTIONS = R.options({ "max_hold", "linger", "cohort",
+local LOCK_OPTIONS = check.options({ "max_hold", "linger", "cohort",
   "pass_limit" })
 
 -- A lock object of `kind` (its fields: kind, markers, name, max_leases,
@@ -99,7 +102,7 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
   if not core.is_client(client) then
     argerror(1, fname, "zklock client expected")
   end
-  check_path(path, 1, fname, R.RECIPE_PATH_MAX)
+  check_path(path, 1, fname, check.RECIPE_PATH_MAX)
   local max_hold = check_opts(opts, n or 2, fname, LOCK_OPTIONS)
   local keep_s = opts and opts.linger
   if keep_s ~= nil then
@@ -115,10 +118,10 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
   -- lock cohorts (docs/api.md, "Cohorts"): the lock's own choice, else
   -- its client's, else on; mutexes and write locks only
   local on, limit
-  if opts then on, limit = R.check_cohort(opts, n or 2, fname) end
-  local dflt = R.cohorts[client] or {}
+  if opts then on, limit = session.check_cohort(opts, n or 2, fname) end
+  local dflt = session.cohort_defaults(client) or {}
   if on == nil then on = dflt.on end
-  if on == nil then on = R.COHORT_DEFAULT end
+  if on == nil then on = session.COHORT_DEFAULT end
   if on and opts and opts.cohort and kind.kind == "lease" then
     argerror(n or 2, fname, "a semaphore does not queue in a cohort " ..
       "(cohort): see docs/api.md, Cohorts")
@@ -133,7 +136,7 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     -- (owners: see "holds" below)
     single = kind.single, max_hold = max_hold, linger = keep_s,
-    cohort = on, pass_limit = limit or dflt.pass_limit or R.PASS_LIMIT_DEFAULT,
+    cohort = on, pass_limit = limit or dflt.pass_limit or session.PASS_LIMIT_DEFAULT,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
     partner = partner and unbox(partner),
   }
@@ -158,13 +161,8 @@ end
 -- Register a hold for its callbacks; a revocable one has C watch the
 -- node's data for "__REVOKE__".
 local function arm_callbacks(f, own, lock, owner)
-  local reg = with_callbacks[f.client]
-  if not reg then
-    reg = {}
-    with_callbacks[f.client] = reg
-  end
   own.key = own.att:serial() -- (events name their attempt)
-  reg[own.key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
+  events.watch_hold(f.client, own.key, lock, owner)
   if f.revoke_fn then own.att:revocable() end
 end
 
@@ -334,7 +332,7 @@ function Lock:release(opts)
     return nil, lost_msg(own), "lock_lost"
   end
   local reader, downgraded = downgrade.reader(f, co, own)
-  local why, about = R.acting_why()
+  local why, about = events.acting_why()
   local r = { own = own, write = write, data = data, why = why,
     reader = reader, downgraded = downgraded }
   if write and guarded.not_last_word(f, r) then
@@ -352,8 +350,7 @@ function Lock:release(opts)
     own.ended = "released by another coroutine" -- (its owner hears it)
   end
   if f.single then f.current = nil end
-  local reg = with_callbacks[f.client]
-  if reg and own.key then reg[own.key] = nil end
+  if own.key then events.unwatch_hold(f.client, own.key) end
   for i = 1, #GIVE do
     local done, ok, msg, code = GIVE[i](f, r)
     if done then return ok, msg, code end
@@ -376,8 +373,7 @@ function L.drop_level(lock, owner)
   if h.count > 0 then return end
   f.owners[owner] = nil
   if f.single and f.current == h then f.current = nil end
-  local reg = with_callbacks[f.client]
-  if reg and h.key then reg[h.key] = nil end
+  if h.key then events.unwatch_hold(f.client, h.key) end
   local held = live(h)
   node.hold_ended(f.client, h.att, held)
   if not (f.cohort and cohort.release(f, h.att, held and not h.over,

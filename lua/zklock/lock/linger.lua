@@ -5,15 +5,16 @@
 -- on a node just taken) and of a release (keep).  C's half: a node held
 -- again with no request (src/core).
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local wait = require "zklock.rt.wait"
 local node = require "zklock.lock.node"
 local cohort = require "zklock.lock.cohort"
-R.internal_file()
+check.internal_file()
 
 local M = {}
 
 local now = core.now
-local await = R.await
+local await = wait.await
 
 -- Hold the lingering node `att` again, if nobody else showed up.  The
 -- first listing of the directory may still be out (a release right after

@@ -6,23 +6,28 @@
 -- the metrics of a hold's begin and end.  docs/design.md, sections 4 and
 -- 4.10.
 local core = require "zklock.core"
-local R = require "zklock.runtime"
+local check = require "zklock.rt.check"
+local guard = require "zklock.rt.guard"
+local op = require "zklock.rt.op"
+local session = require "zklock.rt.session"
+local rt_wait = require "zklock.rt.wait"
 local metrics = require "zklock.metrics"
-R.internal_file()
+check.internal_file()
+local WEAK_KEYS = { __mode = "k" }
 
 local M = {}
 
 local now = core.now
 local setmetatable = setmetatable
-local await, guarded_await = R.await, R.guarded_await
-local closed, grace, call_op = R.closed, R.grace, R.call_op
-local renews, session_leaving = R.renews, R.session_leaving
+local await, guarded_await = rt_wait.await, rt_wait.guarded_await
+local closed, grace, call_op = op.closed, op.grace, op.call_op
+local renews, session_leaving = session.renews, session.session_leaving
 
 -- The participant id a client writes into its nodes: connect's `id`, or
 -- "zklock HOST pid N".
 local HOST
 function M.owner_data(client)
-  local id = R.ids[client]
+  local id = session.id_of(client)
   if id then return id end
   if not HOST then
     local fh = io.open("/proc/sys/kernel/hostname")
@@ -42,7 +47,7 @@ function M.start(f, timeout, ignore, max_hold, read)
     M.owner_data(client), ignore, max_hold)
   if read then att:read_with(read) end
   local ok, msg, code = att:start()
-  if not ok and code == "session_expired" and renews[client] then
+  if not ok and code == "session_expired" and renews(client) then
     -- the timer thread is opening a new session: wait for it
     local st = await(client, session_leaving(client, "expired"),
       now() + (timeout or client:session_timeout()))
@@ -65,9 +70,9 @@ local function take_node(f, timeout, ignore, max_hold, read)
   -- timed out or failed: our node goes (now, or once its create returns)
   att:release()
   await(client, att, grace(client))
-  if st == "timeout" then return nil, R.not_acquired(f.path, timeout) end
+  if st == "timeout" then return nil, op.not_acquired(f.path, timeout) end
   -- held, and ended by C before we looked
-  if st == "done" then return nil, R.ended_at_once(f.path) end
+  if st == "done" then return nil, op.ended_at_once(f.path) end
   return nil, msg, code
 end
 
@@ -84,18 +89,18 @@ local function take_lease(f, timeout, max_hold)
   local left = deadline and deadline - now()
   -- (the gate goes too when this wait is abandoned: issue 22, item 3)
   local att
-  att, msg, code = R.guarded(function() gate:release() end, take_node, f,
+  att, msg, code = guard.guarded(function() gate:release() end, take_node, f,
     left and (left > 0 and left or 0), nil, max_hold)
   gate:release()
   if not att and code == "timeout" then
-    msg = R.not_acquired(f.path, timeout)
+    msg = op.not_acquired(f.path, timeout)
   end
   return att, msg, code
 end
 
 -- held attempt -> { since = when its hold began, kind = its metrics kind }
 -- (zklock.metrics; weak: a hold never given back leaves nothing behind)
-local holds = setmetatable({}, R.WEAK_KEYS)
+local holds = setmetatable({}, WEAK_KEYS)
 
 --- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics;
 -- passed: from a holder of the same client's cohort, without a request)

@@ -8,10 +8,10 @@
 --- @module zklock.testing
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
-local R = require "zklock.runtime"
+local argcheck = require "zklock.rt.check"
 local P = require "zklock.testing.process"
 local server = require "zklock.testing.server"
-R.internal_file() -- (bad arguments point past this file, at the caller)
+argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
 

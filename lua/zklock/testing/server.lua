@@ -8,10 +8,10 @@
 --- @module zklock.testing
 local core = require "zklock.core"
 local tcore = require "zklock.testing.core"
-local R = require "zklock.runtime"
+local argcheck = require "zklock.rt.check"
 local P = require "zklock.testing.process"
 local secure = require "zklock.testing.secure"
-R.internal_file() -- (bad arguments point past this file, at the caller)
+argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
 
@@ -173,18 +173,18 @@ end
 
 -- The options of `cluster`, and of `server`: those and `port`, `dir`,
 -- `detach`.
-local CLUSTER_OPTIONS = R.options({ "tick_time", "min_session_timeout",
+local CLUSTER_OPTIONS = argcheck.options({ "tick_time", "min_session_timeout",
   "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl" })
-local SERVER_OPTIONS = R.options({ "port", "dir", "detach" },
+local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach" },
   CLUSTER_OPTIONS)
 
 -- opts (argument n of fname): a table of the `allowed` keys, or nil.
 local function check_opts(opts, allowed, n, fname)
   if opts == nil then return {} end
   if type(opts) ~= "table" then
-    R.argerror(n, fname, "table expected, got " .. type(opts))
+    argcheck.argerror(n, fname, "table expected, got " .. type(opts))
   end
-  return R.check_options(opts, allowed, n, fname)
+  return argcheck.check_options(opts, allowed, n, fname)
 end
 
 --- Starts a standalone ZooKeeper on a free loopback port and waits until
