@@ -110,7 +110,7 @@ public final class CuratorPeer {
                                : new InterProcessMutex(c, a[2]);
       Path cf = Paths.get(counterFile);
       StringBuilder log = new StringBuilder();
-      waitForFile(gate, 60);
+      waitForFile(gate, 150);
       for (int i = 0; i < cycles; i++) {
         acquireOrDie(m, "mutex " + a[2]);
         double t0 = now();
@@ -135,7 +135,7 @@ public final class CuratorPeer {
     try (CuratorFramework c = connect(a[1])) {
       InterProcessMutex m = new InterProcessMutex(c, a[2]);
       for (int i = 0; i < 50; i++) { acquireOrDie(m, a[2]); m.release(); }
-      if (a.length > 5) waitForFile(a[4], 60);
+      if (a.length > 5) waitForFile(a[4], 150);
       double[] lat = new double[cycles];
       double t0 = now();
       for (int i = 0; i < cycles; i++) {
@@ -179,7 +179,7 @@ public final class CuratorPeer {
         }
       }
       m.release();
-      waitForFile(a[5], 60);
+      waitForFile(a[5], 150);
       double[] lat = new double[cycles];
       double t0 = now();
       for (int i = 0; i < cycles; i++) {
@@ -216,7 +216,7 @@ public final class CuratorPeer {
     try (CuratorFramework c = connect(a[1])) {
       InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(c, a[2], max);
       StringBuilder log = new StringBuilder();
-      waitForFile(gate, 60);
+      waitForFile(gate, 150);
       for (int i = 0; i < cycles; i++) {
         Lease l = leaseOrDie(s, "lease of " + a[2]);
         double t0 = now();
@@ -236,7 +236,7 @@ public final class CuratorPeer {
     try (CuratorFramework c = connect(a[1])) {
       InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(c, a[2], max);
       for (int i = 0; i < 50; i++) s.returnLease(leaseOrDie(s, a[2]));
-      if (a.length > 6) waitForFile(a[5], 60);
+      if (a.length > 6) waitForFile(a[5], 150);
       double[] lat = new double[cycles];
       double t0 = now();
       for (int i = 0; i < cycles; i++) {
@@ -271,7 +271,7 @@ public final class CuratorPeer {
     String logFile = a[4], gate = a[7];
     try (CuratorFramework c = connect(a[1])) {
       StringBuilder log = new StringBuilder();
-      waitForFile(gate, 60);
+      waitForFile(gate, 150);
       for (int i = 0; i < cycles; i++) {
         LeaderLatch l = new LeaderLatch(c, a[2], a[3]);
         l.start();
@@ -300,7 +300,7 @@ public final class CuratorPeer {
     final StringBuilder log = new StringBuilder();
     final CountDownLatch done = new CountDownLatch(cycles);
     try (CuratorFramework c = connect(a[1])) {
-      waitForFile(gate, 60);
+      waitForFile(gate, 150);
       LeaderSelector s = new LeaderSelector(c, a[2],
           new LeaderSelectorListenerAdapter() {
             @Override
@@ -362,7 +362,7 @@ public final class CuratorPeer {
       InterProcessMutex m = write ? rwl.writeLock() : rwl.readLock();
       String tag = write ? "W" : "R";
       StringBuilder log = new StringBuilder();
-      waitForFile(gate, 60);
+      waitForFile(gate, 150);
       for (int i = 0; i < cycles; i++) {
         acquireOrDie(m, a[3] + " lock " + a[2]);
         double t0 = now();

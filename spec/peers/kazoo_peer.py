@@ -69,7 +69,7 @@ def counter(hosts, path, counter_file, log_file, cycles, gate):
     try:
         lock = make_lock(client, path)
         lines = []
-        wait_for_file(gate, 60)
+        wait_for_file(gate, 150)
         for _ in range(int(cycles)):
             acquire_or_die(lock, "lock " + path)
             t0 = time.monotonic()
@@ -128,7 +128,7 @@ def bench(hosts, path, cycles, gate=None, out=None):
         acquire_or_die(lock, path)
         lock.release()
     if gate:
-        wait_for_file(gate, 60)
+        wait_for_file(gate, 150)
     lat = []
     t0 = time.monotonic()
     for _ in range(cycles):
@@ -162,7 +162,7 @@ def guarded(hosts, path, node, cycles, gate, out):
     if not client.get(node)[0]:
         client.set(node, b"0")
     lock.release()
-    wait_for_file(gate, 60)
+    wait_for_file(gate, 150)
     lat = []
     t0 = time.monotonic()
     for _ in range(cycles):

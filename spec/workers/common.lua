@@ -8,7 +8,7 @@ local W = {}
 --- Wait (bounded) until the parent opens the gate file, so that all the
 -- workers start together.
 function W.wait_gate(gate, timeout)
-  local deadline = core.now() + (timeout or 60)
+  local deadline = core.now() + (timeout or 150)
   while true do
     local fh = io.open(gate)
     if fh then fh:close(); return end

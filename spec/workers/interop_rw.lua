@@ -9,7 +9,7 @@ local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local rw = zk:rwlock(path)
 local l = mode == "write" and rw.write or rw.read
 local tag = mode == "write" and "W" or "R"
-local deadline = core.now() + 60
+local deadline = core.now() + 150
 while true do
   local fh = io.open(gate)
   if fh then fh:close() break end
