@@ -5,8 +5,9 @@
 -- spec/chaos/worker_log.lua; what each checker asserts is in
 -- docs/testing.md, "The chaos run".  This file parses the logs and runs
 -- the checkers, which live in spec/chaos/checks/: holds.lua (exclusion,
--- fencing, rw), contract.lua (contract, waits), order.lua (fifo, wedges),
--- barriers.lua (barrier, dbarrier), what they share in util.lua.
+-- fencing, rw), contract.lua (contract, waits), answers.lua (each error
+-- code true of the world: part of the contract), order.lua (fifo,
+-- wedges), barriers.lua (barrier, dbarrier), what they share in util.lua.
 local K = {}
 
 local function num(s) return tonumber(s) end
@@ -14,21 +15,26 @@ local function num(s) return tonumber(s) end
 -- field specs: name list per line kind (the last field takes the rest)
 local FIELDS = {
   H = { "kind", "target", "task", "ts", "t0", "t1", "lost", "flip", "token",
-    "mh", "rel_t", "rel_e", "rel", "pass", "node" },
+    "mh", "rel_t", "rel_e", "rel", "pass", "node", "cl" },
   A = { "kind", "target", "task", "t_s", "t_q", "t_e", "res", "code",
-    "timeout" },
-  P = { "target", "token", "v" },
-  W = { "target", "token", "zxid", "v", "pass", "what" },
+    "timeout", "cl", "e0", "e1" },
+  P = { "target", "token", "v", "tag" },
+  W = { "target", "token", "zxid", "v", "pass", "what", "tag", "call" },
   V = { "target", "token", "which", "zxid", "v", "what" },
   R = { "target", "task", "t0", "held", "a", "b" },
   BS = { "target", "t" },
   BR = { "target", "t" },
-  BW = { "target", "task", "t_s", "t_e", "res", "timeout" },
-  DE = { "target", "k", "p", "t_s", "t_e", "res" },
-  DL = { "target", "k", "p", "t_s", "t_e", "res" },
+  BW = { "target", "task", "t_s", "t_e", "res", "timeout", "e0", "e1" },
+  DE = { "target", "k", "p", "t_s", "t_e", "res", "timeout", "e0", "e1" },
+  DL = { "target", "k", "p", "t_s", "t_e", "res", "timeout", "e0", "e1" },
   E = { "p", "task", "t", "what", "msg" },
   S = { "p", "pid", "t" },
   D = { "p", "t" },
+  -- a client's close begun (C), its state events (Z); the counter read,
+  -- naming the write that made its value (G; the driver's too: "final")
+  C = { "cl", "t" },
+  Z = { "cl", "state", "t" },
+  G = { "target", "tag", "t", "how" },
   -- the driver's: F kind t0 t1 who; X t node; Y t target
   F = { "kind", "t0", "t1", "who" },
   X = { "t", "node" },
@@ -36,7 +42,7 @@ local FIELDS = {
 }
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
-  v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1 }
+  v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)
@@ -68,7 +74,8 @@ end
 
 local U = dofile("spec/chaos/checks/util.lua")
 local list = U.list
-for _, m in ipairs({ "holds", "contract", "order", "barriers" }) do
+for _, m in ipairs({ "holds", "contract", "answers", "order",
+    "barriers" }) do
   dofile("spec/chaos/checks/" .. m .. ".lua")(K, U)
 end
 
@@ -95,6 +102,10 @@ function K.check(logs, env)
     processes = {},
     orphans = {},
   }
+  -- (an untrue answer breaks the contract too: checks/answers.lua)
+  for _, x in ipairs(K.answers(logs)) do
+    res.contract[#res.contract + 1] = x
+  end
   for _, p in ipairs(env.processes or {}) do
     if p.hung then
       res.processes[#res.processes + 1] = { t = 0, text = "worker " .. p.p ..

@@ -32,11 +32,13 @@ local now = core.now
 local R = G.stream(plan.seed, index * 1000 + generation)
 -- (a second stream for how abandoned waits end, so that R draws as before)
 local R2 = G.stream(plan.seed, index * 1000 + generation + 500000)
+-- (a third for issue 32's compositions, worker_locks.lua)
+local R3 = G.stream(plan.seed, index * 1000 + generation + 1000000)
 -- what the modules share (plan.broken: the recipes broken on purpose,
 -- worker_objects.lua)
 local W = { zklock = zklock, G = G, plan = plan, avoid = avoid,
   focus = focus, broken = plan.broken or {}, index = index, P = P,
-  now = now, R = R, R2 = R2, OPS = {},
+  now = now, R = R, R2 = R2, R3 = R3, OPS = {},
   MAX_DATA = 1040384 } -- (connect's default max_data: docs/limits.md)
 local broken, OPS = W.broken, W.OPS
 dofile("spec/chaos/worker_log.lua")(W, logfile)
@@ -47,7 +49,7 @@ local function connect()
     connect_timeout = 30, id = "chaos " .. P, tls = plan.tls,
     sasl = plan.sasl })
 end
-local zk = assert(connect())
+local zk = W.new_client(assert(connect())) -- (the shared client, "P/0")
 
 -- a lazy collector in some workers (as in a program that allocates
 -- little): what only garbage collection frees stays a while; none at all
@@ -115,16 +117,20 @@ local release_client, new_hold, sample, log_hold =
 -- the tasks
 
 local WEIGHTS = { mutex = 6, smutex = 3, sem = 2, rw = 5, multi = 2,
-  latch = 1, barrier = 1, burst = 2 }
+  latch = 1, barrier = 1, burst = 2, revoke = 1 }
 
 -- (a focus draws its ops three times as often)
 local FOCUS_OPS = { downgrade = { "rw" },
   smutex_shared = { "smutex", "burst" }, abandon_lease = { "sem", "smutex",
   "multi" }, linger = { "mutex" }, big = { "mutex" },
-  cohort = { "mutex", "burst", "rw" } }
+  cohort = { "mutex", "burst", "rw" },
+  cohort_write = { "mutex", "burst", "revoke" }, renew = { "mutex", "burst" } }
 local weights = {}
 for op, w in pairs(plan.weights or WEIGHTS) do weights[op] = w end
-for _, op in ipairs(FOCUS_OPS[focus] or {}) do weights[op] = weights[op] * 3 end
+if avoid.cohort_write then weights.revoke = nil end -- (R draws as before)
+for _, op in ipairs(FOCUS_OPS[focus] or {}) do
+  weights[op] = (weights[op] or 0) * 3
+end
 
 local function general(task)
   -- (broken on purpose: every coroutine meets the forgotten release on m1
@@ -160,6 +166,11 @@ if R:chance(0.5) then
 end
 
 for i = 1, R:int(2, 4) do spawn("g" .. i, general) end
+if focus == "cohort_write" then -- (revocations all along)
+  spawn("revoker", function(task)
+    while now() < plan.t_end do OPS.revoke(task) end
+  end)
+end
 if plan.targets.b1.controller == index then spawn("ctl", W.controller) end
 for _, w in ipairs(plan.targets.db1.members) do
   if w == index then spawn("db", W.member) end
@@ -182,7 +193,7 @@ while true do
         local ok = drop_it or coroutine.close(task.co)
         L("A", task.akind, task.atarget, task.name, task.t_s, task.tq or -1,
           now(), ok and (drop_it and "dropped" or "abandon") or "raised", "-",
-          task.atimeout)
+          task.atimeout, W.client_id(task.acl), -1, -1)
         release_client(task)
         task.gone = true
         by_co[task.co] = nil
@@ -214,6 +225,6 @@ while true do
 end
 
 if selector then selector:close() end
-for _, c in ipairs(clients) do c:close() end
+for _, c in ipairs(clients) do W.close_client(c) end
 L("D", P, now())
 W.log:close()

@@ -1,6 +1,7 @@
 -- The chaos worker's mutex ops (spec/chaos/worker.lua): a mutex hold
 -- with its options (max_hold, a guarded read and write, reentry,
--- fenced_set of a counter, revocation, dropped while held), the semaphore
+-- fenced_set of a counter, revocation, dropped while held), a hold through
+-- with_lock's update, revocations of a cohort's holder, the semaphore
 -- mutex and the semaphore.
 return function(W)
   local plan, now, R, zk, G = W.plan, W.now, W.R, W.zk, W.G
@@ -12,11 +13,37 @@ return function(W)
   local make, shared_obj, choose_obj, pick_timeout, pick_work, acquire,
     drop = W.make, W.shared_obj, W.choose_obj, W.pick_timeout, W.pick_work,
     W.acquire, W.drop
-  local OPS = W.OPS
+  local OPS, R3 = W.OPS, W.R3
+  local write_tag, seen, log_write, call_start, log_acquire = W.write_tag,
+    W.seen, W.log_write, W.call_start, W.log_acquire
+
+  -- The compositions of issue 32 (run.lua's C.COMPOSITIONS), drawn from
+  -- R3 so that R draws the same when they are left out.  cohort_write: a
+  -- write with the release of a hold that ends meanwhile (its max_hold
+  -- running out as it works up to it, an on_revoke that releases, in a
+  -- cohort that would pass the hold on); renew: cohort waiters queued
+  -- long, met by a session expiry the client renews.
+  local cw = not avoid.cohort_write
+  local cw_focus = focus == "cohort_write"
+  local renew = not avoid.renew
+
+  -- Work under hold h: a while, or (cohort_write) up to just before its
+  -- max_hold (15 ms at most), so that it may run out as the release's
+  -- write is on its way.
+  local function hold_work(h, check, task)
+    if not (cw and h.mh > 0 and R3:chance(cw_focus and 0.7 or 0.2)) then
+      return work(pick_work(), { h }, { check }, task)
+    end
+    local t = h.t0 + h.mh - R3:float() * 0.015
+    repeat
+      sample(h, check())
+      if task.revoked then return end
+      W.sleep(math.min(R3:float() * 0.03, t - now()))
+    until now() >= t
+  end
 
   -- ---------------------------------------------------------------------------
   -- the ops
-
 
   -- One hold of a mutex object: acquire (max_hold, guarded read),
   -- reentry, work, a fenced or guarded write, release.  Returns "drop" when
@@ -24,15 +51,21 @@ return function(W)
   -- true when it was released.
   local function mutex_hold(task, t, obj, how, revocable)
     local opts = {}
-    if R:chance(0.3) then opts.max_hold = R:pick({ 0.3, 0.6, 1 }) end
-    local guarded = R:chance(0.35)
+    if R:chance(cw_focus and 0.6 or 0.3) then
+      opts.max_hold = R:pick({ 0.3, 0.6, 1 })
+    end
+    local guarded = R:chance(cw_focus and 0.8 or 0.35)
     if guarded then opts.read = t.counter end
     local big = t.big and R:chance(focus == "big" and 0.7 or 0.3)
     local timeout = pick_timeout()
     if broken.leak and t.name == "m1" then timeout = 5 end -- (seen wedged)
+    if renew and t.cohort and R3:chance(focus == "renew" and 0.8 or 0.1) then
+      timeout = R3:pick({ 5, 10, 10 }) -- (queued when a session expires)
+    end
     task.revoked = false
     local got, data = acquire(task, "mutex", t.name, obj, timeout, opts)
     if not got then return end
+    if guarded then seen(t, data, "read") end
     local token, pass = obj:token()
     local h = new_hold("mutex", t.name, task, token, obj:node(),
       opts.max_hold, pass)
@@ -44,7 +77,7 @@ return function(W)
       work(pick_work() / 2, { h }, { check }, task)
       if again then released({}, function() return obj:release() end) end
     end
-    work(pick_work(), { h }, { check }, task)
+    hold_work(h, check, task)
     if task.revoked then h.rel = "revoked"; return log_hold(h) end
     if broken.leak and t.name == "m1" then -- a release that forgets its node
       h.rel_t, h.rel_e, h.rel = now(), now(), "ok"
@@ -54,25 +87,28 @@ return function(W)
       log_hold(h) -- dropped while held: collected, its node deleted
       return "drop"
     end
-    if guarded and not fits(obj, t, counter_data(counter_value(data) + 1,
-        big)) then
+    local v, tag, new
+    if guarded then
+      v, tag = counter_value(data) + 1, write_tag()
+      new = counter_data(v, big, tag)
+    end
+    if guarded and not fits(obj, t, new) then
       refused(task, "mutex:release", function()
-        return obj:release({ write = t.counter,
-          data = counter_data(counter_value(data) + 1, big) })
+        return obj:release({ write = t.counter, data = new })
       end)
       guarded = false -- (then released the plain way, still held)
     end
     if guarded then
-      local v = counter_value(data) + 1
       local now_token, now_pass = obj:token()
       h.token = now_token or h.token -- (nil at the acquire in a reconnection)
       h.pass = now_pass or h.pass
-      L("P", t.name, h.token, v)
+      L("P", t.name, h.token, v, tag)
       local r, err, zxid = released(h, function()
-        return obj:release({ write = t.counter, data = counter_data(v, big) })
+        return obj:release({ write = t.counter, data = new })
       end)
-      L("W", t.name, h.token, r and zxid or 0, v, h.pass,
-        r and "ok" or h.rel == "lock_lost" and "lost" or "unknown")
+      log_write(t, h.token, r and zxid or 0, v, h.pass,
+        r and "ok" or h.rel == "lock_lost" and "lost" or "unknown", tag,
+        "release")
       if h.rel == "raised" then unexpected(task, "mutex:release", err) end
     else
       if R:chance(0.6) then fenced_increment(task, t, obj, h.token, big) end
@@ -84,21 +120,80 @@ return function(W)
     return true
   end
 
+  -- One hold through zklock.with_lock(obj, { update = counter }): the
+  -- counter read with the acquire, its value plus one written with the
+  -- release (cohort_write).  The hold works a while, or up to just before
+  -- its max_hold.
+  local function with_update(task, t, obj)
+    local opts = { timeout = pick_timeout(), update = t.counter,
+      max_hold = R3:chance(0.6) and R3:pick({ 0.3, 0.6, 1 }) or nil }
+    task.revoked, task.tq, task.ts = false, false, nil
+    local t_s = now()
+    call_start(task, obj)
+    local h, v, tag
+    local ok, r, _, code = pcall(W.zklock.with_lock, obj, opts,
+      function(data)
+        log_acquire("mutex", t.name, task, t_s, "ok", "-", opts.timeout)
+        task.ts = t_s
+        local token, pass = obj:token()
+        h = new_hold("mutex", t.name, task, token, obj:node(),
+          opts.max_hold, pass)
+        seen(t, data, "update")
+        local check = function() return obj:is_held(), obj:node() end
+        sample(h, check())
+        hold_work(h, check, task)
+        v, tag = counter_value(data) + 1, write_tag()
+        local now_token, now_pass = obj:token()
+        h.token, h.pass = now_token or h.token, now_pass or h.pass
+        L("P", t.name, h.token, v, tag)
+        h.rel_t = now()
+        return counter_data(v, false, tag), true
+      end)
+    if not ok then return unexpected(task, "with_lock update", r) end
+    if not h then
+      return log_acquire("mutex", t.name, task, t_s, "fail", code,
+        opts.timeout)
+    end
+    h.rel_e, h.rel = now(), r and "ok" or tostring(code)
+    -- (with_lock gives no zxid: 0, out of the fencing order)
+    log_write(t, h.token, 0, v, h.pass, r and "ok" or
+      code == "lock_lost" and "lost" or "unknown", tag, "update")
+    log_hold(h)
+  end
+
+  -- revoke: ask the holder of a mutex in a lock cohort to let go
+  -- (cohort_write), as the chaos actor does, logged as it logs it (Y)
+  function OPS.revoke(task)
+    local names = {}
+    for _, n in ipairs(G.of_kind(plan, "mutex")) do
+      if plan.targets[n].cohort then names[#names + 1] = n end
+    end
+    if #names == 0 then return end
+    local t = plan.targets[R3:pick(names)]
+    L("Y", now(), t.name)
+    local ok, err = pcall(W.zklock.revoke, zk, t.path)
+    if not ok then unexpected(task, "revoke", err) end
+    W.sleep(R3:float() * 0.2)
+  end
+
   -- mutex: reentrant, max_hold, linger (the target's), guarded read and
   -- write, fenced_set, revocable; now and then several holds in a row on
-  -- one object (a cached node is reused at once)
+  -- one object (a cached node is reused at once); with_lock's update
   function OPS.mutex(task, name)
     local t = plan.targets[name or R:pick(G.of_kind(plan, "mutex"))]
     if broken.leak and t.name == "m1" then task.force_shared = true end
     local obj, how = choose_obj(task, t, function(c) return make(c, t) end)
     if broken.leak and t.name == "m1" then task.force_shared = task.kid end
-    local revocable = how ~= "shared" and R:chance(0.3)
+    local revocable = how ~= "shared" and R:chance(cw_focus and 0.7 or 0.3)
     if revocable then
       obj:on_revoke(function(l)
         task.revoked = true
         local ok, err = pcall(l.release, l)
         if not ok then unexpected(task, "on_revoke release", err) end
       end)
+    end
+    if cw and not name and R3:chance(cw_focus and 0.4 or 0.1) then
+      return with_update(task, t, obj)
     end
     for _ = 1, R:chance(0.4) and R:int(2, 4) or 1 do
       local r = mutex_hold(task, t, obj, how, revocable)

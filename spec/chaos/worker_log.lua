@@ -1,8 +1,10 @@
 -- The chaos worker's log (spec/chaos/worker.lua; the format is read by
 -- spec/chaos/check.lua): the log file and its line writer, a Lua error
--- where api.md promises none, hold records (believed from the acquire to
--- the last is_held() that said so) and their release, the counter a
--- mutex guards and its fenced writes, an acquire's outcome.
+-- where api.md promises none, the clients (their ids, state events,
+-- closes, and the expiries each has seen), hold records (believed from the
+-- acquire to the last is_held() that said so) and their release, the
+-- counter a mutex guards (each write of it named, each value read logged)
+-- and its fenced writes, an acquire's outcome.
 return function(W, logfile)
   local plan, P, now, R, MAX_DATA = W.plan, W.P, W.now, W.R, W.MAX_DATA
 
@@ -26,17 +28,68 @@ return function(W, logfile)
   end
 
   -- ---------------------------------------------------------------------------
+  -- clients: each has an id in the logs, "P/n" (the shared one, the first,
+  -- "P/0"); its state events are logged (Z), and its close, before the
+  -- close begins (C): an answer `closed` is checked against it
+  -- (spec/chaos/checks/answers.lua)
+
+  local ids = setmetatable({}, { __mode = "k" })
+  local owners = setmetatable({}, { __mode = "k" }) -- object -> client
+  local n_clients = 0
+  local function new_client(c)
+    local id = ("%s/%d"):format(P, n_clients)
+    n_clients = n_clients + 1
+    ids[c] = id
+    c:on_state(function(new) L("Z", id, new, now()) end)
+    return c
+  end
+  local function client_id(c) return c and ids[c] or "-" end
+
+  -- obj (a lock, semaphore...) was made on client c
+  local function made_on(obj, c)
+    owners[obj] = c
+    return obj
+  end
+  local function owner(obj) return owners[obj] or W.zk end
+
+  local function close_client(c)
+    if c:state() ~= "closed" then L("C", client_id(c), now()) end
+    c:close()
+  end
+
+  -- The expiries client c has seen: its renewals, and one more while it
+  -- is expired (renewed after).  At a call's start, the renewals alone:
+  -- an answer `session_expired` must come with a count above it
+  -- (read just after the answer, the state before the counter: a renewal
+  -- in between is counted twice, never missed).  -1: closed.
+  local EXPIRED = { expired = true, auth_failed = true, tls_failed = true }
+  local function expiries(c, at_start)
+    local st = c:state()
+    if st == "closed" then return -1 end
+    local ok, s = pcall(c._stats, c)
+    if not ok then return -1 end
+    if at_start then return s.renewed end
+    return s.renewed + (EXPIRED[st] and 1 or 0)
+  end
+
+  -- A call of task's on obj's client begins.
+  local function call_start(task, obj)
+    local c = owner(obj)
+    task.acl, task.ae0 = c, expiries(c, true)
+  end
+
+  -- ---------------------------------------------------------------------------
   -- holds: believed from the acquire until the last is_held() that said so
 
   local function new_hold(kind, tname, task, token, node, mh, pass)
     local ts = task.ts
     task.ts = nil -- (the acquire's start, for this hold only)
     -- (t1 = -1: not believed until is_held() says so; pass: the hold's pass
-    -- within a lock cohort, its token's second half)
+    -- within a lock cohort, its token's second half; cl: its client)
     return { kind = kind, target = tname, task = task.name, t0 = now(),
       t1 = -1, ts = ts or -1, lost = -1, flip = 0, token = token or 0,
       node = node or "-", mh = mh or 0, rel_t = -1, rel_e = -1, rel = "none",
-      pass = pass or 0 }
+      pass = pass or 0, cl = client_id(task.acl or W.zk) }
   end
 
   -- (the time is read before asking: is_held() answers for a moment at or
@@ -56,7 +109,7 @@ return function(W, logfile)
 
   local function log_hold(h)
     L("H", h.kind, h.target, h.task, h.ts, h.t0, h.t1, h.lost, h.flip,
-      h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.pass, h.node)
+      h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.pass, h.node, h.cl)
   end
 
   -- Release through fn(): the outcome as one word.
@@ -87,10 +140,32 @@ return function(W, logfile)
     return tonumber(data and data:match("^%d+") or "0") or 0
   end
 
-  local function counter_data(v, big)
-    local s = tostring(v)
+  -- The counter's data: its value and the name of the write, unique in
+  -- the run (a value read names the write that made it: an answer
+  -- "nothing written" is checked against it, checks/answers.lua)
+  local n_writes = 0
+  local function write_tag()
+    n_writes = n_writes + 1
+    return ("%s:%d"):format(P, n_writes)
+  end
+  local function counter_data(v, big, tag)
+    local s = tostring(v) .. " " .. tag
     if big then return s .. " " .. string.rep("x", MAX_DATA - #s - 1) end
     return s
+  end
+
+  -- The counter of target t read (how: "read" with the acquire, "get",
+  -- "update" with_lock's): the write it names
+  local function seen(t, data, how)
+    local tag = type(data) == "string" and data:match("^%d+ (%S+)")
+    if tag then L("G", t.name, tag, now(), how) end
+  end
+
+  -- A write of the counter (the call: "release", "fenced" or "update")
+  -- and its outcome: "ok", "lost" (lock_lost: nothing written) or
+  -- "unknown" (it may have been applied)
+  local function log_write(t, token, zxid, v, pass, what, tag, call)
+    L("W", t.name, token, zxid, v, pass, what, tag, call)
   end
 
   -- Does a write of `data` to t.counter, riding with lock's node (the
@@ -114,29 +189,41 @@ return function(W, logfile)
   local function fenced_increment(task, t, lock, token, big)
     local data, _, gcode = W.zk:get(t.counter, plan.st)
     if data == nil and gcode ~= "no_node" then return end
-    local v = counter_value(data) + 1
-    if not fits(lock, t, counter_data(v, big)) then
+    seen(t, data, "get")
+    local v, tag = counter_value(data) + 1, write_tag()
+    local new = counter_data(v, big, tag)
+    if not fits(lock, t, new) then
       return refused(task, "fenced_set", function()
-        return lock:fenced_set(t.counter, counter_data(v, big), plan.st * 3)
+        return lock:fenced_set(t.counter, new, plan.st * 3)
       end)
     end
     local now_token, pass = lock:token()
     token = now_token or token -- (nil at the acquire in a reconnection)
-    L("P", t.name, token, v)
+    L("P", t.name, token, v, tag)
     local ok, r, zxid, code = pcall(lock.fenced_set, lock, t.counter,
-      counter_data(v, big), plan.st * 3)
+      new, plan.st * 3)
     if not ok then return unexpected(task, "fenced_set", r) end
-    L("W", t.name, token, r and zxid or 0, v, pass or 0,
-      r and "ok" or code == "lock_lost" and "lost" or "unknown")
+    log_write(t, token, r and zxid or 0, v, pass or 0,
+      r and "ok" or code == "lock_lost" and "lost" or "unknown", tag,
+      "fenced")
   end
 
+  -- An acquire's outcome (A), on the client of its call_start(), with the
+  -- expiries that client had seen at the start and has seen now.
   local function log_acquire(kind, tname, task, t_s, res, code, timeout)
+    local c = task.acl or W.zk
+    local e1 = expiries(c)
     L("A", kind, tname, task.name, t_s, task.tq or -1, now(), res,
-      tostring(code), timeout)
+      tostring(code), timeout, client_id(c), task.ae0 or -1, e1)
     task.tq = nil
   end
 
   W.L = L
+  W.new_client, W.client_id, W.made_on, W.owner = new_client, client_id,
+    made_on, owner
+  W.close_client, W.expiries, W.call_start = close_client, expiries,
+    call_start
+  W.write_tag, W.seen, W.log_write = write_tag, seen, log_write
   W.unexpected = unexpected
   W.new_hold = new_hold
   W.sample = sample

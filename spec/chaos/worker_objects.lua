@@ -9,6 +9,8 @@ return function(W)
   local unexpected, log_acquire = W.unexpected, W.log_acquire
   local clients, spawn, sleep = W.clients, W.spawn, W.sleep
   local has_close, ABANDON = W.has_close, W.ABANDON
+  local new_client, close_client, made_on, call_start = W.new_client,
+    W.close_client, W.made_on, W.call_start
 
   -- ---------------------------------------------------------------------------
   -- objects: shared by the process's coroutines, or a task's own
@@ -20,7 +22,7 @@ return function(W)
   -- below, contenders that lose their place (m3), a release that forgets
   -- its node (m1), a latch per worker, a barrier waited on elsewhere, a
   -- double barrier of one member too few.
-  local function make(c, t)
+  local function make_on(c, t)
     if t.kind == "mutex" then
       if broken.mutex and t.name == "m2" then
         return require("zklock.testing").broken_mutex(c, t.path, 2)
@@ -41,6 +43,11 @@ return function(W)
       return c:semaphore(t.path, t.n + (broken.sem and 1 or 0))
     end
   end
+  local function make(c, t)
+    local obj = made_on(make_on(c, t), c)
+    if t.kind == "rw" then made_on(obj.read, c); made_on(obj.write, c) end
+    return obj
+  end
 
   local shared = {}
   local function shared_obj(t)
@@ -58,12 +65,13 @@ return function(W)
     if R:chance(0.12) then
       local c = connect()
       if c then
+        new_client(c)
         clients[#clients + 1] = c
         if R:chance(0.5) then -- closed under the waiting acquire
           local d = R:float() * 2
           spawn("closer", function()
             sleep(d)
-            c:close()
+            close_client(c)
           end)
         end
         task.own_client = c
@@ -114,6 +122,7 @@ return function(W)
     task.t_s, task.akind, task.atarget, task.atimeout = t_s, kind, tname,
       timeout
     task.aown = not is_shared(obj)
+    call_start(task, obj)
     if not (avoid.abandon_lease and (kind == "smutex" or kind == "lease" or
         kind == "multi")) then
       plan_abandon(task, timeout, kind)
@@ -157,7 +166,7 @@ return function(W)
     local c = task.own_client
     if not c then return end
     task.own_client = nil
-    c:close()
+    close_client(c)
     for i = #clients, 1, -1 do
       if clients[i] == c then table.remove(clients, i) end
     end
@@ -169,7 +178,6 @@ return function(W)
     collectgarbage()
     collectgarbage()
   end
-
 
   W.make = make
   W.shared_obj = shared_obj

@@ -12,6 +12,7 @@ return function(W)
     release_client = W.make, W.shared_obj, W.pick_timeout, W.pick_work,
     W.acquire, W.release_client
   local spawn, sleep, OPS = W.spawn, W.sleep, W.OPS
+  local call_start, expiries = W.call_start, W.expiries
 
   -- The two-node update a writer makes: a then b, each fenced; the value
   -- names the hold, so a reader that sees a ~= b knows whose update it met.
@@ -86,9 +87,10 @@ return function(W)
     -- downgrade
     local t_s = now()
     task.tq = false
-    local ok, r = pcall(rw.read.acquire, rw.read, 0)
+    call_start(task, rw.read)
+    local ok, r, _, code = pcall(rw.read.acquire, rw.read, 0)
     log_acquire("read", t.name, task, t_s, ok and r and "ok" or "fail",
-      ok and "-" or "raised", 0)
+      ok and (r and "-" or tostring(code)) or "raised", 0)
     if not ok then unexpected(task, "downgrade read:acquire", r) end
     if not (ok and r) then
       released(hw, function() return rw.write:release() end)
@@ -138,7 +140,10 @@ return function(W)
     if not got then return end
     local holds, checks = {}, {}
     for i, m in ipairs(members) do
-      holds[i] = new_hold(m.kind, m.t.name, task, m.l:token(), m.l:node())
+      -- (a member in a lock cohort may be passed the hold: its pass too)
+      local token, pass = m.l:token()
+      holds[i] = new_hold(m.kind, m.t.name, task, token, m.l:node(), nil,
+        pass)
       checks[i] = function() return m.l:is_held(), m.l:node() end
     end
     work(pick_work(), holds, checks, task)
@@ -170,6 +175,7 @@ return function(W)
     local timeout = pick_timeout()
     local t_s = now()
     task.tq = false
+    call_start(task, latch)
     local ok, r, _, code = pcall(latch.await, latch, timeout)
     log_acquire("leader", t.name, task, t_s, ok and r and "ok" or "fail",
       ok and tostring(code) or "raised", timeout)
@@ -191,17 +197,18 @@ return function(W)
     local t = plan.targets.b1
     local b = zk:barrier(broken.barrier and t.path .. "-elsewhere" or t.path)
     local timeout = pick_timeout()
-    local t_s = now()
+    local t_s, e0 = now(), expiries(zk, true)
     local ok, r, _, code = pcall(b.wait, b, timeout)
     if not ok then unexpected(task, "barrier:wait", r) end
     L("BW", t.name, task.name, t_s, now(), ok and r and "ok" or
-      ok and tostring(code) or "raised", timeout)
+      ok and tostring(code) or "raised", timeout, e0, expiries(zk))
   end
 
   -- a burst: 2 or 3 more coroutines run one op of a kind at once on the
   -- process's shared object (concurrent requests on a worker-level object)
   function OPS.burst(task)
     local kind = focus == "smutex_shared" and "smutex" or
+      (focus == "cohort_write" or focus == "renew") and "mutex" or
       R:pick({ "mutex", "smutex", "sem", "rw" })
     local kids = {}
     for i = 1, R:int(2, 3) do
@@ -249,18 +256,19 @@ return function(W)
       while now() < arrive do sleep(0.02) end
       local db = zk:double_barrier(t.path .. "/r" .. k,
         broken.dbarrier and index == t.members[1] and m - 1 or m)
-      local t_s = now()
+      local t_s, e0 = now(), expiries(zk, true)
       local ok, r, _, code = pcall(db.enter, db, period * 0.4)
       if not ok then unexpected(task, "double_barrier:enter", r) end
       L("DE", t.name, k, P, t_s, now(), ok and r and "ok" or
-        ok and tostring(code) or "raised")
+        ok and tostring(code) or "raised", period * 0.4, e0, expiries(zk))
       if ok and r then
         sleep(R:float() * 0.3)
-        local t_l = now()
+        local t_l, e2 = now(), expiries(zk, true)
         local ok2, r2, _, code2 = pcall(db.leave, db, period * 0.4)
         if not ok2 then unexpected(task, "double_barrier:leave", r2) end
         L("DL", t.name, k, P, t_l, now(), ok2 and r2 and "ok" or
-          ok2 and tostring(code2) or "raised")
+          ok2 and tostring(code2) or "raised", period * 0.4, e2,
+          expiries(zk))
       end
       k = k + 1
     end
