@@ -60,7 +60,7 @@ return function(W)
     local timeout = pick_timeout()
     if broken.leak and t.name == "m1" then timeout = 5 end -- (seen wedged)
     if renew and t.cohort and R3:chance(focus == "renew" and 0.8 or 0.1) then
-      timeout = R3:pick({ 5, 10, 10 }) -- (queued when a session expires)
+      timeout = 10 -- (still queued when a session expires)
     end
     task.revoked = false
     local got, data = acquire(task, "mutex", t.name, obj, timeout, opts)
@@ -181,6 +181,9 @@ return function(W)
   -- one object (a cached node is reused at once); with_lock's update
   function OPS.mutex(task, name)
     local t = plan.targets[name or R:pick(G.of_kind(plan, "mutex"))]
+    if focus == "renew" and not name and R3:chance(0.6) then
+      t = plan.targets.m1 -- (several waiters of a process in one cohort)
+    end
     if broken.leak and t.name == "m1" then task.force_shared = true end
     local obj, how = choose_obj(task, t, function(c) return make(c, t) end)
     if broken.leak and t.name == "m1" then task.force_shared = task.kid end
