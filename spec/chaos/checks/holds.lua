@@ -105,7 +105,10 @@ return function(K, U)
         math.max(0, (sent[target] or 0) - (answered[target] or 0))
       if final < lo or final > hi then
         v[#v + 1] = { t = 0, text = ("%s: counter %d, accepted %d, " ..
-          "unknown %d: lost updates"):format(target, final, lo, hi - lo) }
+          "unknown %d: %s"):format(target, final, lo, hi - lo,
+          final < lo and "lost updates" or
+          "more updates than accepted (a write answered as not applied " ..
+          "was)") }
       end
     end
     return v
