@@ -116,6 +116,100 @@ describe("chaos checkers", function()
       { mh = 0.5, rel_t = 1.3 }) })))
   end)
 
+  -- A kind target task t_s t_q t_e res code timeout cl e0 e1
+  local function answer(code, o)
+    o = o or {}
+    return ("A mutex m1 g1/1.0 %s -1 %s fail %s %s %s %s %s"):format(
+      o.t_s or 1, o.t_e or 2, code, o.timeout or 5, o.cl or "1.0/0",
+      o.e0 or 0, o.e1 or 0)
+  end
+  local function answers(lines) return #K.answers(logs(lines)) end
+
+  it("answers: closed only from a client closed before the answer",
+     function()
+    assert.equal(1, answers({ answer("closed") })) -- never closed
+    assert.equal(1, answers({ answer("closed"), "C 1.0/0 2.5" })) -- later
+    assert.equal(1, answers({ answer("closed", { cl = "1.0/2" }),
+      "C 1.0/3 1.5" })) -- another client closed
+    assert.equal(0, answers({ answer("closed", { cl = "1.0/2" }),
+      "C 1.0/2 1.5" }))
+    -- a release that answered closed (H's last field: its client)
+    local rel = hold("mutex", "m1", "g1/1.0", 1, 2,
+      { rel = "closed", rel_t = 3, rel_e = 3.1 }) .. " 1.0/2"
+    assert.equal(1, answers({ rel }))
+    assert.equal(0, answers({ rel, "C 1.0/2 2.9" }))
+    -- a barrier wait and a double barrier on the process's shared client
+    assert.equal(1, answers({ "BW b1 g1/1.0 1 2 closed 5 0 0" }))
+    assert.equal(0, answers({ "BW b1 g1/1.0 1 2 closed 5 0 0",
+      "C 1.0/0 1.5" }))
+    -- the finding names the client's last state
+    local v = K.answers(logs({ answer("closed"), "Z 1.0/0 renewed 1.5" }))
+    assert.matches("never closed %(its last state: renewed at 1.500%)",
+      v[1].text)
+  end)
+
+  it("answers: session_expired only after an expiry the client saw " ..
+     "during the call", function()
+    assert.equal(1, answers({ answer("session_expired") }))
+    assert.equal(1, answers({ answer("session_expired",
+      { e0 = 1, e1 = 1 }) })) -- (renewed before the call began)
+    assert.equal(0, answers({ answer("session_expired", { e1 = 1 }) }))
+    assert.equal(0, answers({ answer("session_expired",
+      { e0 = 1, e1 = 2 }) }))
+    -- (-1: the client was closed by then; no claim to check)
+    assert.equal(0, answers({ answer("session_expired", { e1 = -1 }) }))
+    assert.equal(1, answers({ "DE db1 1 2.0 1 2 session_expired 1.6 0 0" }))
+    assert.equal(0, answers({ "DL db1 1 2.0 1 2 session_expired 1.6 0 1" }))
+  end)
+
+  it("answers: timeout only once the deadline passed", function()
+    assert.equal(1, answers({ answer("timeout",
+      { t_s = 1, t_e = 2.5, timeout = 2 }) }))
+    assert.equal(0, answers({ answer("timeout",
+      { t_s = 1, t_e = 3.2, timeout = 2 }) }))
+    assert.equal(0, answers({ answer("timeout",
+      { t_s = 1, t_e = 2.9995, timeout = 2 }) })) -- (the logs' rounding)
+    assert.equal(0, answers({ answer("timeout",
+      { t_s = 1, t_e = 1.01, timeout = 0 }) })) -- a try-lock
+    assert.equal(1, answers({ "BW b1 g1/1.0 1 1.2 timeout 0.5 0 0" }))
+    assert.equal(1, answers({ "DE db1 1 2.0 1 2 timeout 1.6 0 0" }))
+    assert.equal(0, answers({ "DE db1 1 2.0 1 2.7 timeout 1.6 0 0" }))
+  end)
+
+  it("answers: lock_lost from a write only if what it wrote was never " ..
+     "read", function()
+    local lost = { "P m1 5 3 1.0:7", "W m1 5 0 3 1 lost 1.0:7 release" }
+    assert.equal(0, answers(lost))
+    lost[3] = "G m1 1.0:6 4 read" -- (the value before it)
+    assert.equal(0, answers(lost))
+    lost[4] = "G m1 1.0:7 4.5 read" -- read by the next holder
+    assert.equal(1, answers(lost))
+    local v = K.answers(logs(lost))
+    assert.matches("m1: the write with the release 1.0:7 .*answered " ..
+      "lock_lost, nothing written; it was written: read with a later " ..
+      "acquire at 4.500", v[1].text)
+    -- found by the driver's final look, after a with_lock update
+    assert.equal(1, answers({ "W m1 5 0 3 0 lost 1.0:8 update",
+      "G m1 1.0:8 9 final" }))
+    -- a write that landed and said so, or may have landed
+    assert.equal(0, answers({ "W m1 5 100 3 0 ok 1.0:9 fenced",
+      "W m1 6 0 4 0 unknown 1.0:10 release", "G m1 1.0:9 5 get",
+      "G m1 1.0:10 6 get" }))
+    -- a read/write lock's fenced write (the value names the update)
+    local rw = { "V rw1 5 a 10 x ok", "V rw1 5 b 0 x lost",
+      "R rw1 r/2.0 1 1 x y" }
+    assert.equal(0, answers(rw))
+    rw[3] = "R rw1 r/2.0 1 1 x x"
+    assert.equal(1, answers(rw))
+  end)
+
+  it("check: an untrue answer counts under contract", function()
+    local s = K.check(logs({ answer("closed") }), { plan = PLAN })
+    assert.equal(1, s.counts.contract)
+    assert.matches("^untrue answer: mutex acquire of m1 by g1/1.0 " ..
+      "answered closed", s.first.contract.text)
+  end)
+
   it("waits: past the timeout plus the bound, unless its process was " ..
      "stopped meanwhile", function()
     local a = "A mutex m1 g1/3.0 10 -1 30 fail timeout 5"

@@ -2,8 +2,9 @@
 -- checkers proven on every recipe broken on purpose, and the short
 -- profile, every option and composition in, on a random seed (printed:
 -- replay it with `make chaos PROFILE=short SEED=n`).  The seeds that found
--- issue 22's compositions replay with make chaos-found; each composition
--- has its own regression spec in spec/holds_spec.lua.
+-- issue 22's compositions and issue 32's defects replay with make
+-- chaos-found; each of issue 22's has its own regression spec in
+-- spec/holds_spec.lua.
 local C = dofile("spec/chaos/run.lua")
 local H = require "spec.helpers"
 

@@ -69,10 +69,12 @@ local COUNTS = { mutex = 3, rw = 2, smutex = 2, sem = 1, latch = 1,
 
 --- The plan of a run: targets under `root` for `workers` workers.
 -- `opts` (a profile's `avoid`) leaves options out: `big` (no long paths),
--- `linger` (no lock caching), `cohort` (no lock cohorts).
+-- `linger` (no lock caching), `cohort` (no lock cohorts).  `focus`
+-- "cohort_write" or "renew" (issue 32's compositions, which meet in a lock
+-- cohort) puts every mutex in one.
 -- @return { seed, root, workers, targets = { name = target }, order =
 -- { names... } }
-function G.plan(seed, root, workers, opts)
+function G.plan(seed, root, workers, opts, focus)
   opts = opts or {}
   local r = G.stream(seed, 0)
   local plan = { seed = seed, root = root, workers = workers, targets = {},
@@ -133,6 +135,10 @@ function G.plan(seed, root, workers, opts)
     if t.kind == "mutex" or t.kind == "rw" then
       t.cohort = r:chance(0.75) and not opts.cohort
       t.pass_limit = r:pick({ 0, 1, 3, 8 })
+      if t.kind == "mutex" and not opts.cohort and
+          (focus == "cohort_write" or focus == "renew") then
+        t.cohort = true -- (after the draws: they stay what they were)
+      end
     end
   end
   return plan

@@ -35,12 +35,23 @@ C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
 -- server, refused).
 -- Issue 25 added lock cohorts (a client's waiters queued in front of one
 -- node, holds passed with no request: targets draw them on or off).
+-- Issue 32 added two that meet in a cohort (they keep cohorts in when
+-- they are the one kept): cohort_write, a write with the release of a
+-- hold that ends meanwhile (max_hold running out as the holder works up
+-- to it, an on_revoke that releases: the workers revoke too; with_lock's
+-- update); renew, cohort waiters queued long when a session expires and
+-- the client renews it (focused, a profile with no faults gets the
+-- proxies' stall, "expire", every ~4 s).
 C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
-  "linger", "big", "cohort" }
--- The seeds that found them on the code before issue 22 (docs/testing.md,
--- "What the chaos run found"): make chaos-found replays each, focused.
+  "linger", "big", "cohort", "cohort_write", "renew" }
+C.NEEDS = { cohort_write = "cohort", renew = "cohort" }
+-- The seeds that found them on the code before issue 22, and issue 32's
+-- defects 1 (cohort_write) and 3 (renew) on the code before its fixes
+-- (docs/testing.md, "What the chaos run found"): make chaos-found
+-- replays each, focused; on the fixed code, every one passes.
 C.FOUND = { { "downgrade", 2 }, { "smutex_shared", 1 },
-  { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 } }
+  { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 },
+  { "cohort_write", 1 }, { "renew", 4 } }
 
 -- How the sessions of a standalone run are secured (docs/security.md):
 -- drawn from the seed (its own stream: the other draws stay as they
@@ -83,9 +94,13 @@ function C.only(name, only, focus)
   p.name = name .. (only and "/" .. only or "") .. (focus and "+focus" or "")
   p.avoid = {}
   for _, k in ipairs(C.COMPOSITIONS) do
-    p.avoid[k] = only ~= nil and only ~= "all" and k ~= only
+    p.avoid[k] = only ~= nil and only ~= "all" and k ~= only and
+      C.NEEDS[only] ~= k
   end
   p.focus = focus and only or nil
+  if p.focus == "renew" and not p.fault_every then
+    p.faults, p.fault_every = { "expire" }, 4
+  end
   return p
 end
 
@@ -155,7 +170,7 @@ function C.run(profile, seed, opts)
         sasl = srv and srv.sasl }))
     local root = "/chaos/" .. core.uuid():sub(1, 8)
     local avoid = prof.avoid or {}
-    local plan = G.plan(seed, root, prof.workers, avoid)
+    local plan = G.plan(seed, root, prof.workers, avoid, prof.focus)
     plan.avoid = avoid
     plan.hosts = table.concat(hosts, ",")
     plan.tls, plan.sasl = srv and srv.tls, srv and srv.sasl
@@ -324,6 +339,9 @@ function C.run(profile, seed, opts)
         if data or code == "no_node" then
           finals[n] = tonumber(data and data:match("^%d+") or "0")
         end
+        -- (the write it names: checks/answers.lua)
+        local tag = data and data:match("^%d+ (%S+)")
+        if tag then E("G", n, tag, ("%.6f"):format(core.now()), "final") end
       end
     end
     direct:close()
@@ -398,7 +416,7 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
     elseif a:match("^focus=") then only = a:match("^focus=(.*)$"); focus = true
     else name = a end
   end
-  if name == "found" then -- make chaos-found: issue 22's seeds, focused
+  if name == "found" then -- make chaos-found: C.FOUND's seeds, focused
     local ok = true
     for _, f in ipairs(C.FOUND) do
       local s = C.run(C.only("quick", f[1], true), f[2])
