@@ -333,6 +333,110 @@ describe("lock cohorts", function()
     assert.same({ "revoked", "remote", "local" }, order)
   end)
 
+  it_yields("waiters of a client that renews an expired session go on " ..
+     "waiting; the one whose node went with the session answers " ..
+     "session_expired, as each per-request waiter does", function()
+    -- (issue 32, defect 3: the waiters' new signals were refused while the
+    -- timer thread opened the new session, a few ms, and they answered
+    -- "client is closed" on a client that was not.  Three expiries: one
+    -- may fall in a moment this process is not scheduled at all.)
+    local proxy = H.testing.proxy(srv)
+    local zkp = H.connect(proxy:connect_string(), { session_timeout = 1 })
+    local N, P = 60, 3
+
+    -- N cohort waiters and P per-request ones queue behind zk2's holds,
+    -- the session expires and is renewed, then the holds go: what each
+    -- waiter answered, and whether a signal was refused meanwhile
+    local function expire_under_waiters(round)
+      local path = H.path("cohort-renew")
+      local plain = H.path("cohort-renew-plain")
+      local holder, pholder = zk2:mutex(path), zk2:mutex(plain)
+      assert(holder:acquire(5))
+      assert(pholder:acquire(5))
+      local probe = zkp:mutex(path)
+      local res, pres, fns = {}, {}, {}
+      for i = 1, N do
+        fns[i] = function()
+          local m = zkp:mutex(path)
+          res[i] = { m:acquire(30) }
+          if res[i][1] then assert(m:release()) end
+        end
+      end
+      for i = 1, P do -- the reference: a node per waiter
+        fns[N + i] = function()
+          pres[i] = { zkp:mutex(plain, { cohort = false }):acquire(30) }
+        end
+      end
+      local phase, refused = "queue", false
+      local ok, err = pcall(H.run, zkp, fns, 60, function()
+        if phase == "queue" then
+          -- all queued: the cohort's one node, and a node per plain waiter
+          if probe:local_waiters() == N and #nodes(path) == 2 and
+              #nodes(plain) == P + 1 then
+            proxy:stall(true, true) -- silence: the server expires us
+            phase = "stalled"
+          end
+        elseif phase == "stalled" then
+          if #nodes(path) == 1 and #nodes(plain) == 1 then -- (expired)
+            proxy:cut()
+            proxy:stall(false, false) -- the client hears it, and renews
+            -- the waiters run again only once the timer thread is opening
+            -- the new session (a signal refused: before the fix), or has
+            -- opened it
+            local deadline = H.now() + 30
+            while zkp:state() ~= "expired" do
+              assert(H.now() < deadline, "the expiry was not heard")
+              local _, gen = zkp:_poll()
+              zkp:_wait(gen, 0.05)
+            end
+            while zkp:state() == "expired" do
+              assert(H.now() < deadline, "the session was not renewed")
+              if not zkp:_signal() then refused = true; break end
+            end
+            phase = "expired"
+          end
+        elseif phase == "expired" then
+          -- renewed, and the next waiter queued a node in the new session
+          if zkp:stats().renewed == round and #nodes(path) == 2 then
+            assert(holder:release())
+            assert(pholder:release())
+            phase = "released"
+          end
+        end
+      end)
+      if phase ~= "released" then
+        holder:release()
+        pholder:release()
+      end
+      assert(ok, err)
+      assert.same({}, nodes(path))
+      assert.same({}, nodes(plain))
+      return res, pres, refused
+    end
+
+    local ok, err = pcall(function()
+      for round = 1, 3 do
+        local res, pres, refused = expire_under_waiters(round)
+        assert.equal("connected", zkp:state())
+        assert.equal(round, zkp:stats().renewed)
+        -- per-request: every waiter's node went with the session
+        for i = 1, P do assert.equal("session_expired", pres[i][3]) end
+        -- in the cohort: only the head had a node; the others go on
+        -- waiting and hold in turn (none is told "closed": nobody closed)
+        local codes = {}
+        for i = 1, N do
+          local code = res[i][1] and "held" or res[i][3]
+          codes[code] = (codes[code] or 0) + 1
+        end
+        assert.same({ held = N - 1, session_expired = 1 }, codes)
+        assert.is_false(refused, "a signal was refused during the renewal")
+      end
+    end)
+    zkp:close()
+    proxy:close()
+    assert(ok, err)
+  end)
+
   it("refuses bad options with a clear error", function()
     assert.has_error(function() zk:mutex("/x", { cohort = 1 }) end,
       "bad argument #2 to 'mutex' (cohort must be a boolean)")
