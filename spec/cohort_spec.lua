@@ -437,6 +437,31 @@ describe("lock cohorts", function()
     assert(ok, err)
   end)
 
+  it_yields("a waiter passed the hold of a client closed before it ran " ..
+     "answers closed", function()
+    -- (issue 32, defect 5: it answered lock_lost; docs/api.md, "A closed
+    -- client")
+    local path = H.path("cohort-closed")
+    local zk3 = H.connect(srv)
+    local a, b = zk3:mutex(path), zk3:mutex(path)
+    local passed, got
+    H.run(zk3, {
+      function()
+        assert(a:acquire(5))
+        yield_until(function() return a:local_waiters() == 1 end)
+        passed = { a:release() } -- to b, with no request
+        zk3:close() -- before b runs again
+      end,
+      function()
+        coroutine.yield()
+        got = { b:acquire(20) }
+      end,
+    }, 30)
+    assert.same({ true }, passed)
+    assert.same({ nil, "client is closed", "closed" }, got)
+    assert.same({}, nodes(path))
+  end)
+
   it("refuses bad options with a clear error", function()
     assert.has_error(function() zk:mutex("/x", { cohort = 1 }) end,
       "bad argument #2 to 'mutex' (cohort must be a boolean)")
