@@ -15,12 +15,15 @@ static const zkl_op_class signal_class = {
   ZKL_OP_SIGNAL, signal_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 
-/* Lua thread */
+/* Lua thread.  Refused only once the client is closing: a signal sends
+ * nothing, so it needs no handle, and the timer thread has none while it
+ * opens a new session after an expiry (c->zh NULL, session.c) -- a
+ * cohort's waiters make new signals then, and go on waiting. */
 zkl_op *zkl_op_signal(zkl_client *c, zkl_error *err) {
   zkl_op *op = zkl_op_new(sizeof *op, &signal_class, c, "", NULL, 0, err);
   if (!op) return NULL;
   pthread_mutex_lock(&c->mu);
-  if (!c->zh || c->closing) {
+  if (c->closing) {
     zkl_seterr(err, ZKL_ECLOSED, "client is closed");
     zkl_task_unref(&op->t); /* (not linked: frees it) */
     pthread_mutex_unlock(&c->mu);
