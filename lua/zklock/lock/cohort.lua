@@ -255,7 +255,7 @@ local function wait_turn(f, c, w, timeout, deadline, read)
       if c.holder ~= w then -- (lost before it ran: attempt_lost)
         -- the client closed meanwhile (which ended the hold): an acquire
         -- of a closed client answers closed (docs/api.md)
-        local c_closed, cmsg, ccode = R.closed(client)
+        local c_closed, cmsg, ccode = op.closed(client)
         if c_closed then return nil, cmsg, ccode end
         return nil, ("lock lost: the hold of %s passed to this waiter " ..
           "ended before it ran"):format(f.path), "lock_lost"
