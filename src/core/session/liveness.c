@@ -33,8 +33,16 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
                "not exist: create it, or connect without it", c->chroot);
     return 0;
   }
-  if (c->closing || !c->zh) {
+  if (c->closing) {
     zkl_seterr(err, ZKL_ECLOSED, "client is closed");
+    return 0;
+  }
+  if (!c->zh) { /* between sessions: the timer thread shut the old one
+                 * (expired, or lost: not heard from for a session
+                 * timeout) and opens the next; "closed" only after
+                 * zk:close() (docs/api.md, "A closed client"; issue 32) */
+    zkl_seterr(err, ZKL_ESESSION_EXPIRED, "session expired (a new one is "
+               "being opened)");
     return 0;
   }
   return 1;
