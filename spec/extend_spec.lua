@@ -81,12 +81,12 @@ describe("extend", function()
 
   it("on every kind: an extended hold outlives its first limit and ends " ..
      "at its new one (on_lost told then, release lock_lost)", function()
-    local lost, holds, t_ext = {}, {}, nil
+    local lost, holds = {}, {}
     for _, k in ipairs(kinds(zk)) do
       holds[#holds + 1] = { name = k.name,
         h = k.take(lost, { max_hold = FIRST }) }
     end
-    t_ext = H.now()
+    local t_ext = H.now()
     for _, e in ipairs(holds) do
       assert.is_true(e.h:extend(EXTENDED), e.name)
     end
