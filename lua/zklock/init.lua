@@ -40,6 +40,9 @@ local op = require "zklock.rt.op"
 local session = require "zklock.rt.session"
 require "zklock.client" -- (every client method)
 local L = require "zklock.lock"
+local node = require "zklock.lock.node"
+local guarded = require "zklock.lock.guarded"
+local Semaphore = require("zklock.semaphore").Semaphore
 local metrics = require "zklock.metrics"
 check.internal_file()
 
@@ -67,6 +70,8 @@ local check_path, check_count = check.check_path, check.check_count
 local check_timeout = check.check_timeout
 local closed, call_op = op.closed, op.call_op
 local protect = guard.protect
+local unpack = table.unpack or unpack
+local function pack(...) return { n = select("#", ...), ... } end
 
 -- ---------------------------------------------------------------------------
 -- waiting
@@ -203,11 +208,54 @@ local function finish_update(lock, path, ok, new, ...)
   return ...
 end
 
+-- with_lock's update under a semaphore of several leases, whose holders
+-- share it: the write is fenced by the lease and conditional on the
+-- version read; when another holder wrote first, the node is read again
+-- and fn runs again on its new data (docs/api.md, "with_lock").  A write
+-- that landed is the answer, whatever the release says after it.
+local function run_shared_update(sem, timeout, opts, fn, ...)
+  local path = opts.update
+  local lease, data, version = sem:acquire(timeout,
+    { max_hold = opts.max_hold, read = path })
+  if not lease then return nil, data, version end
+  local _, l, f = sem:_update_hold()
+  while true do
+    local r = pack(protect(fn, data, ...))
+    if not r[1] then return finish(lease, false, r[2]) end
+    if r[2] == nil then return finish(lease, true, unpack(r, 3, r.n)) end
+    local fine, v, zxid, code = pcall(function()
+      check.check_data(f.client, r[2], 1, "release")
+      return guarded.fenced_set(f, l, path, r[2], nil, version or -2)
+    end)
+    if not fine then -- (refused before anything was sent: still held)
+      pcall(lease.release, lease)
+      error(v, 0)
+    end
+    if v then
+      lease:release()
+      return unpack(r, 3, r.n)
+    end
+    if code ~= "bad_version" then
+      lease:release()
+      return nil, zxid, code
+    end
+    data, version, code = node.read_held(f.client, nil, path)
+    if data == nil and code then
+      lease:release()
+      return nil, version, code
+    end
+  end
+end
+
 -- fn runs under guard.protect: a string error raised in it is raised again
 -- with the frames inside fn (gone by then) appended; any other error
 -- value, unchanged.
 local function run(lock, timeout, opts, fn, ...)
   local update = opts and opts.update
+  if update and getmetatable(lock) == Semaphore and
+      core.unbox(lock).f.max_leases > 1 then
+    return run_shared_update(lock, timeout, opts, fn, ...)
+  end
   local held, msg, code = lock:acquire(timeout, opts and
     { max_hold = opts.max_hold, read = update })
   if not held then return nil, msg, code end
@@ -218,13 +266,16 @@ local function run(lock, timeout, opts, fn, ...)
   return finish(lock, protect(fn, ...))
 end
 
--- Can `lock` write with its release (with_lock's update)?  A mutex or a
--- write lock; not what its holders share (a read lock, a semaphore) nor
--- a multilock (whose release is several).
+-- Can `lock` write with its release (with_lock's update)?  A mutex, a
+-- write lock, a semaphore mutex, a semaphore (of several leases: a
+-- conditional write, run_shared_update); not a read lock (its holders
+-- share it, and their writes would race) nor a multilock (whose release
+-- is several).
 local function writes_with_release(lock)
+  if getmetatable(lock) == Semaphore then return true end
   if getmetatable(lock) ~= L.Lock then return false end
   local kind = core.unbox(lock).kind
-  return kind == "mutex" or kind == "write"
+  return kind == "mutex" or kind == "write" or kind == "lease"
 end
 
 -- with_lock's options table
@@ -265,7 +316,8 @@ function M.with_lock(lock, a, ...)
       if not writes_with_release(lock) then
         local name = getmetatable(lock) == L.Lock and core.unbox(lock).name
           or mt.__name or "lock"
-        argerror(2, "with_lock", "update needs a mutex or a write lock: " ..
+        argerror(2, "with_lock", "update needs a mutex, a write lock or a " ..
+          "semaphore: " ..
           "a " .. tostring(name) .. " writes nothing with its release")
       end
     end

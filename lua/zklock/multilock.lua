@@ -14,8 +14,8 @@ local WEAK_KEYS = { __mode = "k" }
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
-local type, tostring, pcall, ipairs, getmetatable, setmetatable =
-  type, tostring, pcall, ipairs, getmetatable, setmetatable
+local type, tostring, pcall, ipairs, pairs, getmetatable, setmetatable =
+  type, tostring, pcall, ipairs, pairs, getmetatable, setmetatable
 local now = core.now
 local me, argerror, check_timeout = events.me, check.argerror, check.check_timeout
 local Lock = L.Lock
@@ -60,9 +60,17 @@ function client_methods:multilock(locks)
   for i, e in ipairs(list) do sorted[i] = e.lock end
   -- owners: owner key -> levels held; ended: owner key -> why its hold
   -- ended in a member's callback (its own release then says lock_lost)
-  return box(MultiLock, { locks = sorted, client = self,
+  local ml = box(MultiLock, { locks = sorted, client = self,
     owners = setmetatable({}, WEAK_KEYS),
     ended = setmetatable({}, WEAK_KEYS) })
+  -- each member tells this multilock's callbacks too (rt/events.lua;
+  -- weak: a member does not keep the multilock alive)
+  for _, l in ipairs(sorted) do
+    local f = unbox(l)
+    f.groups = f.groups or setmetatable({}, WEAK_KEYS)
+    f.groups[ml] = true
+  end
+  return ml
 end
 
 local function multi_fields(self, fname)
@@ -160,6 +168,49 @@ function MultiLock:release()
     end
   end
   return r1, r2, r3
+end
+
+-- A multilock's callbacks: fn(multilock, member), on behalf of the owner
+-- (so `multilock:release()` in it releases its hold); the members' holds
+-- taken by this multilock hear them from now on.
+local function set_callback(self, fname, key, fn)
+  local m = multi_fields(self, fname)
+  if type(fn) ~= "function" then
+    argerror(1, fname, "function expected, got " .. type(fn))
+  end
+  m[key] = fn
+  for co in pairs(m.owners) do
+    for _, l in ipairs(m.locks) do
+      local f = unbox(l)
+      local own = f.owners[co]
+      if own and not own.ended then L.arm_callbacks(f, own, l, co) end
+    end
+  end
+  return self
+end
+
+--- Make the multilock revocable: when someone asks any member's holder
+-- to let go (`zklock.revoke`, Curator's `Revoker`), `fn(multilock, lock)`
+-- runs, `lock` the member asked, on behalf of the holder (as a lock's
+-- `on_revoke`), so `multilock:release()` in it releases every member.
+-- Applies to the current hold and to later ones; a member's own
+-- `on_revoke` runs too, before it.
+-- @func fn `fn(multilock, lock)`
+-- @return the multilock
+function MultiLock:on_revoke(fn)
+  return set_callback(self, "on_revoke", "revoke_fn", fn)
+end
+
+--- Call `fn(multilock, lock)` when a member's hold, taken by this
+-- multilock, is lost without a release (as a lock's `on_lost`: the
+-- session expired, its node deleted, its `max_hold` ran out): `lock` is
+-- the member lost.  By then `is_held()` is false, and `release()`
+-- releases the others and answers `lock_lost` naming it.  A member's own
+-- `on_lost` runs too, before it.
+-- @func fn `fn(multilock, lock)`
+-- @return the multilock
+function MultiLock:on_lost(fn)
+  return set_callback(self, "on_lost", "lost_fn", fn)
 end
 
 --- True while the calling coroutine holds the multilock and every

@@ -1,5 +1,8 @@
 -- The counting semaphore: up to max_leases holders; acquire hands out
--- lease objects.  Built on the lock module's queue (`take`, `give_back`).
+-- lease objects.  A lease is a hold like a lock's (lua/zklock/lock/hold.lua:
+-- the lease's table is its hold record), taken and given back by the same
+-- stages (lock/init.lua's take_hold and give_hold); docs/design.md,
+-- sections 4.10 and 17.
 -- Loading this module adds `semaphore` to the client methods.  (The doc
 -- comments below are on zklock's page of the reference: config.ld.)
 
@@ -9,17 +12,21 @@ local check = require "zklock.rt.check"
 local events = require "zklock.rt.events"
 local op = require "zklock.rt.op"
 local L = require "zklock.lock"
+local hold = require "zklock.lock.hold"
+local guarded = require "zklock.lock.guarded"
 check.internal_file()
 local WEAK_KEYS = { __mode = "k" }
 local WEAK_VALUES = { __mode = "v" }
 
 local box, unbox = core.box, core.unbox
 local client_methods = core.client_methods
-local select, setmetatable = select, setmetatable
+local select, setmetatable, getmetatable, type, pairs =
+  select, setmetatable, getmetatable, type, pairs
 local me, argerror = events.me, check.argerror
 local check_path, check_count = check.check_path, check.check_count
 local check_timeout, closed = check.check_timeout, op.closed
-local new_lock, take, give_back = L.new_lock, L.take, L.give_back
+local new_lock = L.new_lock
+local live, lost_msg = hold.live, hold.lost_msg
 local checked = check.checked
 
 local Semaphore = { __name = "zklock.semaphore" }
@@ -65,22 +72,24 @@ end
 --- Take a lease, waiting at most `timeout` seconds.
 -- @tparam[opt] number timeout seconds (nil: for ever)
 -- @tparam[opt] table opts `max_hold` (seconds): the lease ends by itself
---  then, as a lost one
--- @return a lease (see Lease), or nil, message, code
+--  then, as a lost one; `read` (a node path): read it once the lease is
+--  held (a guarded read, as a lock's)
+-- @return a lease (see Lease) (with `read`: and the node's data and
+--  version, or nil when there is no such node), or nil, message, code
 function Semaphore:acquire(timeout, opts)
   local s = sem_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
   local max_hold, read = L.check_opts(opts, 2, "acquire")
-  if read ~= nil then
-    argerror(2, "acquire", "a semaphore reads nothing with its acquire " ..
-      "(read): its holders share it")
-  end
   local c, msg, code = closed(s.client)
   if c then return nil, msg, code end
-  local att
-  att, msg, code = take(s.f, timeout, nil, max_hold)
-  if not att then return nil, msg, code end
-  local lease = box(Lease, { att = att, sem = s })
+  -- the stages every hold is taken by (lock/init.lua): a lease is a hold
+  local a = { timeout = timeout, max_hold = max_hold, read = read }
+  local taken
+  taken, msg, code = L.take_hold(s.f, a)
+  if not taken then return nil, msg, code end
+  -- the lease is its own hold record (lock/hold.lua), and its own owner
+  local l = { att = a.att, count = 1, sem = s }
+  local lease = box(Lease, l)
   local co = me()
   local mine = s.held[co]
   if not mine then
@@ -89,6 +98,8 @@ function Semaphore:acquire(timeout, opts)
   end
   mine.n = mine.n + 1
   mine[mine.n] = lease
+  if L.armed(s.f) then L.arm_callbacks(s.f, l, lease, lease, s.f) end
+  if read then return lease, a.data, a.version end
   return lease
 end
 
@@ -96,34 +107,58 @@ local function lease_fields(self, fname)
   return checked(self, Lease, fname, "lease")
 end
 
---- A lease of a semaphore, as `sem:acquire()` returns it.  Its node is
--- deleted when the lease is collected; `__close` releases it.
+--- A lease of a semaphore, as `sem:acquire()` returns it: a hold, with
+-- everything a lock's hold has (`on_lost` and `on_revoke`, set on its
+-- semaphore; `fenced_set`; a write with the release; `max_hold`; a
+-- fencing `token`).  Its node is deleted when the lease is collected;
+-- `__close` releases it.
 -- @type Lease
 
---- Give the lease back.  Releasing a lease twice raises.
--- @return true, or nil, message, code (`"lock_lost"`: it had ended
---  meanwhile)
-function Lease:release()
+--- Give the lease back; the node goes, and the release waits for the
+-- server to confirm, up to the session timeout.  Releasing a lease twice
+-- raises.
+-- @tparam[opt] table opts `{ write = path, data = string }`: write `data`
+--  to node `path` in the same request that deletes the lease's node,
+--  fenced (a semaphore's holders share it: two leases' writes race)
+-- @return true (with `write`: and the node's new version and the write's
+--  zxid); or nil, message, code: `"lock_lost"` when the lease ended
+--  meanwhile (lost, past its `max_hold`, revoked: nothing written),
+--  `"closed"` when the client was closed
+function Lease:release(opts)
   local l = lease_fields(self, "release")
   if l.released then
     argerror(1, "release", "lease of " .. l.sem.path .. " already released")
   end
+  local f = l.sem.f
+  local write, data = guarded.release_opts(f, l, opts)
   l.released = true
-  return give_back(l.sem.client, l.att)
+  if l.ended then -- its end came first (and was told): heard once
+    return nil, lost_msg(l), "lock_lost"
+  end
+  local why, about = events.acting_why()
+  local held = live(l)
+  if (why == "revoke" or why == "lost") and about == l.key then
+    -- let go of in its own callback: its owner hears it at its release
+    l.ended, l.released = why == "revoke" and "revoked" or "lost", false
+  end
+  if l.key then events.unwatch_hold(f.client, l.key) end
+  return L.give_hold(f, { own = l, held = held, name = l.att:info(),
+    write = write, data = data, why = why })
 end
 
---- True while the lease is held (not released, and the session lives).
+--- True while the lease is held (not released, not ended, and the
+-- server cannot have expired the session yet).
 -- @treturn boolean
 function Lease:is_held()
   local l = lease_fields(self, "is_held")
-  return not l.released and l.att:held()
+  return not l.released and live(l)
 end
 
 --- The fencing token of the lease: its node's czxid.
 -- @treturn ?number the token, or nil when not held
 function Lease:token()
   local l = lease_fields(self, "token")
-  if l.released or not l.att:held() then return nil end
+  if l.released or not live(l) then return nil end
   return (select(2, l.att:info()))
 end
 
@@ -131,8 +166,29 @@ end
 -- @treturn ?string the path
 function Lease:node()
   local l = lease_fields(self, "node")
-  local name = not l.released and l.att:info()
+  local name = not l.released and not l.ended and l.att:info()
   return name and l.sem.f.dir .. "/" .. name or nil
+end
+
+--- Fenced write under the lease: as a lock's `fenced_set`, fenced by the
+-- lease's node (it lands only while the lease is held).
+-- @string path the node to write
+-- @string data its new data
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the node's new data version and the write's zxid; or nil,
+--  message, code: `"lock_lost"` (nothing written), `"connection_loss"` or
+--  `"timeout"` (it may have been applied)
+function Lease:fenced_set(path, data, timeout)
+  local l = lease_fields(self, "fenced_set")
+  local f = l.sem.f
+  check_path(path, 1, "fenced_set")
+  check.check_data(f.client, data, 2, "fenced_set")
+  timeout = check_timeout(timeout, 3, "fenced_set")
+  if l.released then
+    argerror(1, "fenced_set", "lease of " .. l.sem.path .. " already " ..
+      "released")
+  end
+  return guarded.fenced_set(f, l, path, data, timeout)
 end
 
 function Lease.__close(self)
@@ -143,12 +199,19 @@ end
 function Lease.__tostring(self)
   local l = unbox(self)
   return ("zklock.lease{%s, %s}: %s"):format(l.sem.path,
-    l.released and "released" or "held", core.addr(self))
+    l.released and "released" or (live(l) and "held" or "lost"),
+    core.addr(self))
 end
 
--- the calling coroutine's newest lease still held
+-- the calling coroutine's newest lease still held (in a lease's own
+-- callback: that lease)
 local function newest(s)
-  local mine = s.held[me()]
+  local owner = me()
+  if getmetatable(owner) == Lease then
+    local l = unbox(owner)
+    if l.sem == s and not l.released then return owner end
+  end
+  local mine = s.held[owner]
   if not mine then return nil end
   for i = mine.n, 1, -1 do -- (collected leases leave holes: no #mine)
     local l = mine[i]
@@ -162,9 +225,14 @@ end
 -- `zklock.with_lock(sem, ...)` works).  With no lease to release, it
 -- raises.
 -- @param[opt] lease a lease of this semaphore
+-- @tparam[opt] table opts `{ write = path, data = string }`, as
+--  `lease:release`'s
 -- @return true, or nil, message, code
-function Semaphore:release(lease)
+function Semaphore:release(lease, opts)
   local s = sem_fields(self, "release")
+  if opts == nil and type(lease) == "table" then -- release(opts)
+    lease, opts = nil, lease
+  end
   if lease == nil then
     lease = newest(s)
     if not lease then
@@ -175,7 +243,76 @@ function Semaphore:release(lease)
   if lease_fields(lease, "release").sem ~= s then
     argerror(1, "release", "that lease belongs to another semaphore")
   end
-  return lease:release()
+  return lease:release(opts)
+end
+
+-- A semaphore's callbacks: fn(lease), on behalf of the lease (so
+-- `lease:release()` and `sem:release()` in it release that lease)
+local function set_callback(self, fname, key, fn)
+  local s = sem_fields(self, fname)
+  if type(fn) ~= "function" then
+    argerror(1, fname, "function expected, got " .. type(fn))
+  end
+  s.f[key] = fn
+  for _, mine in pairs(s.held) do
+    for i = 1, mine.n do
+      local lease = mine[i]
+      local l = lease and unbox(lease)
+      if l and not l.released and not l.ended then
+        L.arm_callbacks(s.f, l, lease, lease, s.f)
+      end
+    end
+  end
+  return self
+end
+
+--- Make the leases revocable (Curator `makeRevocable`, as a lock's
+-- `on_revoke`): when someone asks (`zklock.revoke(zk, path, max_leases)`,
+-- `zklock revoke HOSTS PATH --leases N`, Curator's `Revoker` on a lease
+-- node), `fn(lease)` runs in Lua, on behalf of that lease's holder, inside
+-- a zklock wait or `zk:dispatch()`, so `lease:release()` in it releases
+-- the lease.  Applies to the leases held and to later ones.
+-- @func fn `fn(lease)`
+-- @return the semaphore
+function Semaphore:on_revoke(fn)
+  return set_callback(self, "on_revoke", "revoke_fn", fn)
+end
+
+--- Call `fn(lease)` when a lease is lost without a release: the session
+-- expired, the server was not heard from for the session timeout, its
+-- node was deleted by someone else, or its `max_hold` ran out (as a
+-- lock's `on_lost`).  By then `lease:is_held()` is false; its `release()`
+-- answers nil, "lock lost", "lock_lost".  Applies to the leases held and
+-- to later ones.
+-- @func fn `fn(lease)`
+-- @return the semaphore
+function Semaphore:on_lost(fn)
+  return set_callback(self, "on_lost", "lost_fn", fn)
+end
+
+--- Fenced write under the calling coroutine's newest lease
+-- (`lease:fenced_set`).  Calling it without a lease raises.
+-- @string path the node to write
+-- @string data its new data
+-- @tparam[opt] number timeout seconds (default: the session timeout)
+-- @return the node's new data version and the write's zxid; or nil,
+--  message, code
+function Semaphore:fenced_set(path, data, timeout)
+  local s = sem_fields(self, "fenced_set")
+  local lease = newest(s)
+  if not lease then
+    argerror(1, "fenced_set", "the calling coroutine holds no lease of " ..
+      s.path)
+  end
+  return lease:fenced_set(path, data, timeout)
+end
+
+-- with_lock's update under a semaphore (init.lua): the caller's newest
+-- lease, its fields, and the semaphore's lock fields; nil when none.
+function Semaphore._update_hold(self)
+  local s = sem_fields(self, "_update_hold")
+  local lease = newest(s)
+  if lease then return lease, unbox(lease), s.f end
 end
 
 --- True while the calling coroutine holds a lease.

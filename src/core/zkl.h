@@ -41,6 +41,7 @@ typedef struct zkl_event zkl_event;
   X(FORKED, "forked")                     \
   X(TLS, "tls")                           \
   X(UNKNOWN_HOST, "unknown_host")         \
+  X(BAD_VERSION, "bad_version")           \
   X(ZK_ERROR, "zk_error")
 
 enum zkl_code {
@@ -418,8 +419,15 @@ zkl_op *zkl_op_get(zkl_client *c, const char *path, zkl_error *err);
  * atomically; fails with LOCK_LOST when it does not. */
 zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
                    int datalen, int create, zkl_error *err);
+/* fenced: only while lock_node exists; expect: ZKL_ANY_VERSION (set or
+ * create), ZKL_ABSENT (create only), or the data version the node must
+ * still have (else it fails with ZKL_EBAD_VERSION: a conditional update,
+ * docs/design.md, section 4.12) */
+#define ZKL_ANY_VERSION (-1)
+#define ZKL_ABSENT (-2)
 zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
-                      const char *data, int datalen, zkl_error *err);
+                      const char *data, int datalen, int expect,
+                      zkl_error *err);
 
 /* ---- ops/barrier.c, dbarrier.c: the barriers ---------------------------- */
 /* The barrier: wait until path is gone. */

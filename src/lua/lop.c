@@ -183,17 +183,23 @@ static int lop_set(lua_State *L) {
                   &err);
 }
 
-/* client:_fenced(lock_node, path, data) -> op */
+/* client:_fenced(lock_node, path, data [, expect]) -> op; expect: the data
+ * version path must still have, or -2: that it must not exist (else
+ * bad_version); none: set or create */
 static int lop_fenced(lua_State *L) {
   zkl_client *c = zkl_checkclient(L, 1);
   const char *node = zkl_checkpath(L, 2);
   const char *path = zkl_checkpath(L, 3);
   size_t len;
   const char *data = zkl_checkdata(L, 4, c, &len, 0, NULL);
+  lua_Integer expect = luaL_optinteger(L, 5, ZKL_ANY_VERSION);
   zkl_error err;
-  lop_box *b = lop_box_new(L);
-  return lop_push(L, b, zkl_op_fenced(c, node, path, data, (int)len, &err),
-                  &err);
+  lop_box *b;
+  luaL_argcheck(L, expect >= ZKL_ABSENT && expect <= 0x7fffffff, 5,
+                "a data version, or -2 (absent), expected");
+  b = lop_box_new(L);
+  return lop_push(L, b, zkl_op_fenced(c, node, path, data, (int)len,
+                                      (int)expect, &err), &err);
 }
 
 static int lop_get(lua_State *L) {

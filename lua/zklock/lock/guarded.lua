@@ -94,6 +94,15 @@ function Lock:fenced_set(path, data, timeout)
     argerror(1, "fenced_set", f.name .. " " .. f.path ..
       " is not held by the calling coroutine")
   end
+  return M.fenced_set(f, own, path, data, timeout)
+end
+
+--- The fenced write of hold own of f (a lock's, or a lease: section
+-- 4.12), its arguments checked.  expect (nil: set or create): the data
+-- version `path` must still have, or -2: that it must not exist; else
+-- the answer is nil, msg, "bad_version" and nothing is written (the
+-- update of a semaphore's leases, which its holders share).
+function M.fenced_set(f, own, path, data, timeout, expect)
   local name = own.att:info()
   if name then
     check_request(f, f.dir .. "/" .. name, path, data, 2, "fenced_set")
@@ -105,7 +114,8 @@ function Lock:fenced_set(path, data, timeout)
     return nil, "lock lost", "lock_lost"
   end
   local v, zxid, code = call_op(f.client, timeout or
-    f.client:session_timeout(), "_fenced", f.dir .. "/" .. name, path, data)
+    f.client:session_timeout(), "_fenced", f.dir .. "/" .. name, path, data,
+    expect)
   if v then return v, zxid end
   if code == "session_expired" then
     return nil, "lock lost: session expired", "lock_lost"
@@ -129,7 +139,7 @@ function M.read_stage(f, a)
   local known = info and info.known
   local data, version, code
   if (info and info.fresh and info.read == read) or
-      (not info and not a.reused) then
+      (not info and a.read_sent) then
     data, version, code = att:read_result()
   elseif known and known.path == read then
     -- passed on with the hold: the value its last holder wrote with its

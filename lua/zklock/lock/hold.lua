@@ -21,6 +21,7 @@
 -- f.owners: owner key -> its hold (weak keys; nothing in a hold refers to
 -- its owner: LuaJIT's weak keys are not ephemerons).  A semaphore mutex,
 -- which any coroutine may release, also has f.current, the object's hold.
+local core = require "zklock.core"
 local check = require "zklock.rt.check"
 local events = require "zklock.rt.events"
 check.internal_file()
@@ -28,7 +29,7 @@ check.internal_file()
 local M = {}
 
 local pairs = pairs
-local me = events.me
+local me, unbox = events.me, core.unbox
 
 --- The lock class: a lock object is userdata (`core.box`) over its
 -- fields table f.
@@ -66,6 +67,17 @@ function M.hold_of(f, any)
   if h then return h, true end
   if any and f.single and f.current then return f.current, false end
   return nil
+end
+
+--- Does f have a callback for `what` ("revoke_fn" or "lost_fn"), of its
+-- own or of a multilock it is a member of (f.groups: events.watch_hold)?
+function M.wants(f, what)
+  if f[what] then return true end
+  for ml in pairs(f.groups or {}) do
+    local m = unbox(ml)
+    if m and m[what] then return true end
+  end
+  return false
 end
 
 --- The message of a hold that ended before its owner let go.

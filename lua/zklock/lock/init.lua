@@ -70,6 +70,38 @@ local GIVE = {
   node.give_stage,        -- given back
 }
 
+-- A new hold of f, taken by the first of TAKE that applies, then TAKEN
+-- on it (a: the acquire's { timeout, max_hold, read, ignore, over }):
+-- true (a.att, a.info, a.data, a.version), or nil, msg, code.  Every kind
+-- of hold is taken here: a lock's, a semaphore's lease.
+local function take_hold(f, a)
+  local msg, code
+  for i = 1, #TAKE do
+    local taken
+    taken, msg, code = TAKE[i](f, a)
+    if taken then break end
+    if taken == false then return nil, msg, code end
+  end
+  for i = 1, #TAKEN do
+    local failed
+    failed, msg, code = TAKEN[i](f, a)
+    if failed == false then return nil, msg, code end
+  end
+  return true
+end
+L.take_hold = take_hold
+
+-- The node of hold r.own ends with the first of GIVE that applies (r: the
+-- release's { own, held, name, write, data, why, reader, downgraded }):
+-- the release's answer.  Every kind of hold ends here.
+local function give_hold(f, r)
+  for i = 1, #GIVE do
+    local done, ok, msg, code = GIVE[i](f, r)
+    if done then return ok, msg, code end
+  end
+end
+L.give_hold = give_hold
+
 -- acquire's options (every kind's, and a multilock's: those that take
 -- no read refuse it by name)
 local ACQUIRE_OPTIONS = check.options({ "max_hold", "read" })
@@ -159,13 +191,21 @@ function client_methods:mutex(path, opts)
     { kind = "mutex", markers = "mutex", name = "zklock.mutex" }, opts)
 end
 
--- Register a hold for its callbacks; a revocable one has C watch the
--- node's data for "__REVOKE__".
-local function arm_callbacks(f, own, lock, owner)
+-- Register a hold (a lock's, or a lease: `lock` is then the lease, and
+-- `from` its semaphore's fields) for its callbacks; a revocable one has C
+-- watch the node's data for "__REVOKE__".
+local function arm_callbacks(f, own, lock, owner, from)
   own.key = own.att:serial() -- (events name their attempt)
-  events.watch_hold(f.client, own.key, lock, owner)
-  if f.revoke_fn then own.att:revocable() end
+  events.watch_hold(f.client, own.key, lock, owner, from)
+  if hold.wants(from or f, "revoke_fn") then own.att:revocable() end
 end
+L.arm_callbacks = arm_callbacks
+
+-- Does a hold of f have callbacks to arm?
+local function armed(f)
+  return hold.wants(f, "revoke_fn") or hold.wants(f, "lost_fn")
+end
+L.armed = armed
 
 --- A lock: a mutex, a semaphore mutex, or either lock of a read/write lock
 -- (`rw.read`, `rw.write`).  A hold belongs to the coroutine that took it
@@ -263,10 +303,6 @@ function Lock:acquire(timeout, opts)
   local client = f.client
   local c, msg, code = closed(client)
   if c then return nil, msg, code end
-  if read and f.kind == "lease" then
-    argerror(2, "acquire", "a semaphore mutex reads nothing with its " ..
-      "acquire (read)")
-  end
   local co = me()
   local own = f.owners[co]
   if own and own.ended then -- (its end was told: a new hold)
@@ -278,17 +314,9 @@ function Lock:acquire(timeout, opts)
   local ignore, over = downgrade.over(f, co)
   local a = { timeout = timeout, max_hold = max_hold, read = read,
     ignore = ignore, over = over }
-  for i = 1, #TAKE do
-    local taken
-    taken, msg, code = TAKE[i](f, a)
-    if taken then break end
-    if taken == false then return nil, msg, code end
-  end
-  for i = 1, #TAKEN do
-    local failed
-    failed, msg, code = TAKEN[i](f, a)
-    if failed == false then return nil, msg, code end
-  end
+  local taken
+  taken, msg, code = take_hold(f, a)
+  if not taken then return nil, msg, code end
   local info = a.info
   own = { att = a.att, count = 1, over = over, pass = info and info.pass,
     sentinel = info and info.sentinel } -- (cohort.lua: watch_over)
@@ -300,7 +328,7 @@ function Lock:acquire(timeout, opts)
     f.current = own
   end
   f.owners[co] = own
-  if f.revoke_fn or f.lost_fn then arm_callbacks(f, own, self, co) end
+  if armed(f) then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
   if read then return self, a.data, a.version end
   return self
@@ -352,10 +380,7 @@ function Lock:release(opts)
   end
   if f.single then f.current = nil end
   if own.key then events.unwatch_hold(f.client, own.key) end
-  for i = 1, #GIVE do
-    local done, ok, msg, code = GIVE[i](f, r)
-    if done then return ok, msg, code end
-  end
+  return give_hold(f, r)
 end
 
 -- Let go of one level of `owner`'s hold of `lock` without waiting (an

@@ -121,7 +121,8 @@ end
 
 --- A node of f's own, held: the held attempt, or nil, msg, code.
 -- max_hold: seconds the hold may last (nil: f's default, if any); read:
--- a guarded node read with the acquire (not for leases).
+-- a guarded node read with the acquire, riding behind the listing (not
+-- for leases: their guarded read is a get once held, guarded.lua).
 function M.take(f, timeout, ignore, max_hold, read)
   max_hold = max_hold or f.max_hold
   local t0 = now()
@@ -160,11 +161,12 @@ end
 -- ---------------------------------------------------------------------------
 -- the stages (lock/init.lua's lists)
 
---- Acquire's last stage: a node of our own, always.
+--- Acquire's last stage: a node of our own, always (a.read_sent: its
+-- guarded read rode with it).
 function M.take_stage(f, a)
   local att, msg, code = M.take(f, a.timeout, a.ignore, a.max_hold, a.read)
   if not att then return false, msg, code end
-  a.att = att
+  a.att, a.read_sent = att, f.kind ~= "lease"
   return true
 end
 

@@ -17,8 +17,8 @@ local M = {}
 local unbox = core.unbox
 local hooks = plug.hooks
 local drain_log, report = log.drain_log, log.report
-local ipairs, select, setmetatable, xpcall =
-  ipairs, select, setmetatable, xpcall
+local ipairs, pairs, select, setmetatable, xpcall =
+  ipairs, pairs, select, setmetatable, xpcall
 local co_running = coroutine.running
 local unpack = table.unpack or unpack
 
@@ -96,20 +96,25 @@ end
 -- ---------------------------------------------------------------------------
 -- holds with callbacks
 
--- client -> { attempt serial -> { lock =, owner = } (weak values) }: the
--- holds with on_revoke or on_lost callbacks; an event names the attempt
--- it is about
+-- client -> { attempt serial -> { lock =, owner =, from = } (weak
+-- values) }: the holds with on_revoke or on_lost callbacks; an event
+-- names the attempt it is about
 local with_callbacks = setmetatable({}, WEAK_KEYS)
 
---- Hold `key` (its attempt's serial) of `lock`, by `owner`, hears its
--- events from now on (neither is kept alive by it).
-function M.watch_hold(client, key, lock, owner)
+--- Hold `key` (its attempt's serial) of `lock` (a lock object, or a
+-- semaphore's lease), by `owner`, hears its events from now on: the
+-- `revoke_fn` and `lost_fn` of `from` (default: lock's fields) run as
+-- `fn(lock)`, and those of every multilock in from.groups (weak keys: the
+-- multilock objects a lock is a member of) as `fn(multilock, lock)`
+-- while the owner holds that multilock.  None is kept alive by it.
+function M.watch_hold(client, key, lock, owner, from)
   local reg = with_callbacks[client]
   if not reg then
     reg = {}
     with_callbacks[client] = reg
   end
-  reg[key] = setmetatable({ lock = lock, owner = owner }, WEAK_VALUES)
+  reg[key] = setmetatable({ lock = lock, owner = owner, from = from },
+    WEAK_VALUES)
 end
 
 --- Hold `key` hears no more events (its hold ended).
@@ -170,13 +175,25 @@ local function run_event(client, reg, ev)
   end
   if hooks.events then n = n + hooks.events(client, ev[1], ev[2], ev[3]) end
   local r = reg and ev[3] and reg[ev[3]] -- (by the attempt's serial)
-  local f = r and unbox(r.lock)
-  local fn = f and (ev[1] == "revoke" and f.revoke_fn
-    or ev[1] == "lost" and f.lost_fn)
-  if fn and r.owner ~= nil then
+  local f = r and (r.from or unbox(r.lock))
+  local key = ev[1] == "revoke" and "revoke_fn" or ev[1] == "lost" and
+    "lost_fn"
+  if not (f and key and r.owner ~= nil) then return n end
+  local fn = f[key]
+  if fn then
     local ok, err = act(r.owner, { ev[1], ev[3] }, fn, r.lock)
     n = n + 1
     if not ok then report("on_" .. ev[1], err) end
+  end
+  -- the multilocks the owner holds this lock through (zklock.multilock)
+  for ml in pairs(f.groups or {}) do
+    local m = unbox(ml)
+    local gfn = m and m[key]
+    if gfn and m.owners[r.owner] and r.lock then
+      local ok, err = act(r.owner, { ev[1], ev[3] }, gfn, ml, r.lock)
+      n = n + 1
+      if not ok then report("multilock on_" .. ev[1], err) end
+    end
   end
   return n
 end

@@ -59,6 +59,7 @@ int zkl_code_from_rc(int rc) {
   case ZNONODE: return ZKL_ENO_NODE;
   case ZNODEEXISTS: return ZKL_ENODE_EXISTS;
   case ZNOTEMPTY: return ZKL_ENOT_EMPTY;
+  case ZBADVERSION: return ZKL_EBAD_VERSION;
   default: return ZKL_EZK_ERROR;
   }
 }

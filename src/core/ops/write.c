@@ -8,8 +8,14 @@
  *                      \--no parent--> PARENTS -> SET
  *   fenced CREATE done -> STAT (the node's czxid: the write's zxid)
  *
+ * A fenced write may be conditional (`expect`: a version the node must
+ * still have, or that it must not exist): then the one try is all, and a
+ * node that changed meanwhile fails it with bad_version.
+ *
  * A fenced write cut in flight may have been applied: if it cannot be
- * confirmed since, it fails with connection_loss saying so (`maybe`). */
+ * confirmed since, it fails with connection_loss saying so (`maybe`; so a
+ * conditional write applied and then sent again is never taken for a
+ * conflict). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,7 @@ typedef struct {
   int create;     /* create when missing */
   char *fence;    /* fenced: our lock node's full path, else NULL */
   int maybe;      /* fenced: a try was cut: a failure is not certain */
+  int expect;     /* fenced: ZKL_ANY_VERSION, ZKL_ABSENT or a version */
   zoo_op_t mops[2];
   zoo_op_result_t mres[2];
   struct Stat mstat;
@@ -93,6 +100,12 @@ static void write_multi_cb(int rc, const void *data) {
     w->maybe = 1; /* applied or not: nobody can tell any more */
   } else if (rc == ZOK) {
     write_done(w, rc, &w->mstat);
+  } else if (w->expect != ZKL_ANY_VERSION &&
+             (w->mres[1].err == ZBADVERSION ||
+              w->mres[1].err == ZNODEEXISTS ||
+              (w->mres[1].err == ZNONODE && w->expect >= 0))) {
+    /* a conditional write: the node changed since it was read */
+    write_finish(&w->op.t, ZBADVERSION, w->op.t.path);
   } else if (w->mres[0].err != ZOK &&
              w->mres[0].err != ZRUNTIMEINCONSISTENCY) {
     write_finish(&w->op.t, w->mres[0].err, w->fence); /* the check failed */
@@ -126,9 +139,14 @@ static int write_multi(write_op *w, zkl_req *r) {
   zkl_op *op = &w->op;
   if (!zkl_zh_usable(op->t.c->zh)) return ZINVALIDSTATE; /* (util.c) */
   zoo_check_op_init(&w->mops[0], w->fence, -1);
-  zkl_write_op_init(&w->mops[1], op->t.c, op->t.path, op->data, op->datalen,
-                    op->stage == W_CREATE, &w->mstat, w->mname,
-                    sizeof w->mname);
+  if (w->expect >= 0)
+    zoo_set_op_init(&w->mops[1], op->t.path, op->data, op->datalen,
+                    w->expect, &w->mstat);
+  else
+    zkl_write_op_init(&w->mops[1], op->t.c, op->t.path, op->data,
+                      op->datalen,
+                      op->stage == W_CREATE || w->expect == ZKL_ABSENT,
+                      &w->mstat, w->mname, sizeof w->mname);
   memset(w->mres, 0, sizeof w->mres);
   return zoo_amulti(op->t.c->zh, 2, w->mops, w->mres, write_multi_cb, r);
 }
@@ -172,11 +190,13 @@ zkl_op *zkl_op_set(zkl_client *c, const char *path, const char *data,
 }
 
 zkl_op *zkl_op_fenced(zkl_client *c, const char *lock_node, const char *path,
-                      const char *data, int datalen, zkl_error *err) {
+                      const char *data, int datalen, int expect,
+                      zkl_error *err) {
   write_op *w = (write_op *)zkl_op_new(sizeof *w, &write_fenced, c, path,
                                        data, datalen, err);
   if (!w) return NULL;
   w->create = 1;
+  w->expect = expect < ZKL_ABSENT ? ZKL_ANY_VERSION : expect;
   if (!(w->fence = strdup(lock_node))) {
     zkl_task_unref(&w->op.t); /* (not linked yet: frees it) */
     zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
