@@ -60,6 +60,7 @@ build = {
     ["zklock.lock.cohort"] = "lua/zklock/lock/cohort.lua",
     ["zklock.lock.linger"] = "lua/zklock/lock/linger.lua",
     ["zklock.lock.guarded"] = "lua/zklock/lock/guarded.lua",
+    ["zklock.lock.extend"] = "lua/zklock/lock/extend.lua",
     ["zklock.lock.downgrade"] = "lua/zklock/lock/downgrade.lua",
     ["zklock.lock.holders"] = "lua/zklock/lock/holders.lua",
     ["zklock.rwlock"] = "lua/zklock/rwlock.lua",

@@ -98,7 +98,7 @@ describe("fuzz", function()
     local METHODS = { "acquire", "release", "is_held", "token", "node",
       "participants", "on_revoke", "on_lost", "fenced_set", "set", "wait",
       "remove", "enter", "leave", "poll", "result", "cancel", "start",
-      "held", "info", "revocable", "__close" }
+      "held", "info", "revocable", "extend", "__close" }
     local codes = {}
     for k in pairs(zklock.errors) do codes[k] = true end
 

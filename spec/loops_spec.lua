@@ -213,6 +213,37 @@ for _, name in ipairs(loops.available()) do
       other:close()
     end)
 
+    it("an extended hold outlives its first limit and ends at its new " ..
+       "one: the core wakes the loop for on_lost, no deadline of the " ..
+       "loop's own", function()
+      local path = H.path(name .. "-extend")
+      local L = loops.new(name)
+      local zk = assert(L.connect(srv.connect_string))
+      local stats = require("zklock.loop").stats
+      local m = zk:mutex(path)
+      local t_ext, deadline, held_mid, ended_at, lost_at
+      m:on_lost(function() lost_at = H.now() end)
+      L.spawn(function()
+        assert(m:acquire(5, { max_hold = 0.5 }))
+        t_ext = H.now()
+        deadline = stats(zk).deadline
+        assert.is_true(m:extend(2))
+        assert.equal(deadline, stats(zk).deadline)
+        L.sleep(1) -- (copas: a busy wait; C ends the hold either way)
+        held_mid = m:is_held()
+        repeat L.sleep(0.05) until not m:is_held()
+        ended_at = H.now()
+      end)
+      assert.is_true(L.run_until(function()
+        return ended_at ~= nil and lost_at ~= nil
+      end, 20), "the extended hold's end")
+      assert.is_true(held_mid, "held past its first limit")
+      assert.is_true(ended_at - t_ext >= 2 - 0.05)
+      assert.is_true(lost_at - t_ext >= 2 - 0.05)
+      zk:close() -- (C deleted its node as it ended)
+      L.finish()
+    end)
+
     it("zk:close() ends the waits (closed) and the loop's watch", function()
       local path = H.path(name .. "-close")
       local L = loops.new(name)

@@ -382,6 +382,24 @@ describe("zklock under OpenResty (real nginx)", function()
     assert.equal(0, queued())
   end)
 
+  it("extend: an extended hold outlives its first limit and ends at its " ..
+     "new one while its request idles, by the same C timer", function()
+    local a = start { workers = 1, extra = EXTRA }
+    local holder = N.parallel_bg({ a:url("/hold_extend") }, 30)
+    H.wait_until(function() return queued() == 1 end, 15, "the hold")
+    local t0 = H.now()
+    local m = zk:mutex(LOCK)
+    assert(m:acquire(20))
+    local waited = H.now() - t0
+    m:release()
+    -- not at its first limit (1 s), at its new one (3 s from the
+    -- extend), long before the request woke (8 s)
+    assert.is_true(waited > 2 and waited < 6.5,
+      ("the waiter waited %.2f s"):format(waited))
+    assert.equal(1, holder()[200]) -- (held at 2 s, no nginx timer added)
+    assert.equal(0, queued())
+  end)
+
   it("a waiting request whose client went away leaves no node behind",
     function()
     local a = start { workers = 1, extra = EXTRA }

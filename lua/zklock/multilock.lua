@@ -254,6 +254,39 @@ function MultiLock:participants(timeout)
   return out
 end
 
+--- Move the end of every member's hold to `seconds` from now (see
+-- `lock:extend`), once each is known to be held; if one has ended, none
+-- is extended and the answer names it.  Raises for `seconds` not a
+-- number > 0, a closed client, or a multilock the calling coroutine does
+-- not hold.
+-- @number seconds from now (math.huge: no limit)
+-- @return true, or nil, message, `"lock_lost"` (the message names the
+--  member that ended)
+function MultiLock:extend(seconds)
+  local m = multi_fields(self, "extend")
+  L.check_extend(seconds, m.client, "extend")
+  local co = me()
+  if not m.owners[co] then
+    if m.ended[co] then -- (released in a member's callback)
+      return nil, "multilock: lock lost: " .. m.ended[co], "lock_lost"
+    end
+    argerror(1, "extend", "multilock not held by the calling coroutine")
+  end
+  for _, l in ipairs(m.locks) do
+    if not l:is_held() then
+      return nil, ("multilock: %s: lock lost"):format(unbox(l).path),
+        "lock_lost"
+    end
+  end
+  for _, l in ipairs(m.locks) do -- (no wait between: only C's end races)
+    local ok, msg, code = l:extend(seconds)
+    if not ok then
+      return nil, ("multilock: %s: %s"):format(unbox(l).path, msg), code
+    end
+  end
+  return true
+end
+
 function MultiLock.__close(self)
   local m = unbox(self)
   if m and m.owners[me()] then self:release() end

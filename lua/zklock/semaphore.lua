@@ -366,4 +366,42 @@ function Semaphore.__tostring(self)
     core.addr(self))
 end
 
+-- ---------------------------------------------------------------------------
+-- a hold's time limit moved (docs/api.md, "Extending a hold";
+-- lock/extend.lua)
+
+--- @type Lease
+
+--- Move the end of the lease to `seconds` from now.  A lease without
+-- `max_hold` gets one; `extend(math.huge)` removes it.  A lease that has
+-- ended (past its limit, lost, revoked) is not revived.  Raises for
+-- `seconds` not a number > 0, a closed client, or a lease released.
+-- @number seconds from now (math.huge: no limit)
+-- @return true, or nil, message, `"lock_lost"` (the lease had ended)
+function Lease:extend(seconds)
+  local l = lease_fields(self, "extend")
+  L.check_extend(seconds, l.sem.client, "extend")
+  if l.released then -- (released in its own callback: ended, not this)
+    argerror(1, "extend", "lease of " .. l.sem.path .. " already released")
+  end
+  return L.extend_hold(l.sem.f, l, seconds) -- (the lease is its hold)
+end
+
+--- @type Semaphore
+
+--- Extend the calling coroutine's newest lease (the one `release()`
+-- would release): see `lease:extend`.  With no lease, it raises.
+-- @number seconds from now (math.huge: no limit)
+-- @return true, or nil, message, `"lock_lost"`
+function Semaphore:extend(seconds)
+  local s = sem_fields(self, "extend")
+  L.check_extend(seconds, s.client, "extend")
+  local l = newest(s)
+  if not l then
+    argerror(1, "extend", "the calling coroutine holds no lease of " ..
+      s.path)
+  end
+  return l:extend(seconds)
+end
+
 return { Semaphore = Semaphore, Lease = Lease }

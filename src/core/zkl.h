@@ -298,6 +298,15 @@ void zkl_attempt_revocable(zkl_attempt *l); /* arm the revocation watch */
 /* A hold lasts at most `seconds` (0: no limit): then it ends as a lost
  * one (on_lost, our node deleted), whatever the holder is doing. */
 void zkl_attempt_max_hold(zkl_attempt *l, double seconds);
+/* From this many seconds on, an extend's limit is none. */
+#define ZKL_NO_LIMIT 1e9
+/* The hold that is on now (held, not lost, within its limit and the
+ * liveness margin) ends `seconds` from now (> 0; ZKL_NO_LIMIT or more,
+ * HUGE_VAL included: never): 1.  Otherwise 0, and nothing changes: an
+ * ended hold is not revived.  Only this hold: the node's next hold (a
+ * relock, a cohort's pass) lasts its own max_hold (docs/design.md,
+ * section 9.6). */
+int zkl_attempt_extend(zkl_attempt *l, double seconds);
 /* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
 void zkl_attempt_notify_held(zkl_attempt *l);
 int zkl_attempt_start(zkl_attempt *l, zkl_error *err);

@@ -97,6 +97,18 @@ static int lattempt_overdue(lua_State *L) {
   return 1;
 }
 
+/* attempt:extend(seconds) -> true (the hold that is on now ends seconds
+ * from now; math.huge, or 1e9 and more: never) | false (not held now:
+ * nothing changed).  docs/design.md, section 9.6; lock/extend.lua checks
+ * the argument's words first. */
+static int lattempt_extend(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
+  double s = luaL_checknumber(L, 2);
+  luaL_argcheck(L, s > 0, 2, "extend must be a number of seconds > 0");
+  lua_pushboolean(L, zkl_attempt_extend(l, s));
+  return 1;
+}
+
 /* attempt:info() -> node name | nil, czxid | nil */
 static int lattempt_info(lua_State *L) {
   char node[200];
@@ -333,6 +345,7 @@ void zkl_open_attempt(lua_State *L) {
     { "release", lattempt_release },
     { "held", lattempt_held },
     { "overdue", lattempt_overdue },
+    { "extend", lattempt_extend },
     { "info", lattempt_info },
     { "revocable", lattempt_revocable },
     { "notify_held", lattempt_notify_held },

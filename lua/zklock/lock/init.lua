@@ -7,8 +7,8 @@
 -- own module of this folder (docs/design.md, section 17).  Loading it
 -- adds `mutex` and `semaphore_mutex` to the client methods (zklock.rwlock
 -- adds `rwlock`), and gives the class every method: this module requires
--- those that define some (holders.lua, guarded.lua).  (The doc comments
--- below are on zklock's page of the reference: config.ld.)
+-- those that define some (holders.lua, guarded.lua, extend.lua).  (The
+-- doc comments below are on zklock's page of the reference: config.ld.)
 
 --- @module zklock
 local core = require "zklock.core"
@@ -24,6 +24,7 @@ local linger = require "zklock.lock.linger"
 local guarded = require "zklock.lock.guarded"
 local downgrade = require "zklock.lock.downgrade"
 require "zklock.lock.holders" -- (participants, holders)
+local extend = require "zklock.lock.extend" -- (extend)
 check.internal_file()
 local WEAK_KEYS = { __mode = "k" }
 
@@ -469,5 +470,7 @@ end
 L.Lock, L.fields = Lock, fields
 L.check_opts, L.new_lock = check_opts, new_lock
 L.take, L.give_back, L.owner_data = node.take, node.give_back, node.owner_data
+-- (a lease's and a multilock's extend: lock/extend.lua)
+L.extend_hold, L.check_extend = extend.hold, extend.check
 
 return L

@@ -83,8 +83,20 @@ void zkl_attempt_notify_held(zkl_attempt *l) {
 
 void zkl_attempt_max_hold(zkl_attempt *l, double seconds) {
   pthread_mutex_lock(&l->t.c->mu);
-  hold_limit(l, seconds);
+  hold_limit(l, seconds, seconds);
   pthread_mutex_unlock(&l->t.c->mu);
+}
+
+/* Only a hold believed now is extended, and the timer thread's end of it
+ * takes this mutex too: whichever comes first wins, and an ended hold
+ * stays ended (docs/design.md, section 9.6). */
+int zkl_attempt_extend(zkl_attempt *l, double seconds) {
+  int held;
+  pthread_mutex_lock(&l->t.c->mu);
+  held = seconds > 0 && lock_held_now(l);
+  if (held) hold_limit(l, l->max_hold, seconds);
+  pthread_mutex_unlock(&l->t.c->mu);
+  return held;
 }
 
 int zkl_attempt_start(zkl_attempt *l, zkl_error *err) {

@@ -111,10 +111,11 @@ void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_attempt *l);     /* our node goes, then done */
 int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */
-/* A hold's time limit: set (max_hold seconds, 0: none; its end starts
- * now when held) by hold_limit alone; read by lock_overdue alone, but for
- * the timer thread's wake-up (lock_check_lost). */
-void hold_limit(zkl_attempt *l, double max_hold);
+/* A hold's time limit: set by hold_limit alone (max_hold seconds for
+ * every hold, 0: none; the hold that is on ends `lasts` seconds from now,
+ * 0 or ZKL_NO_LIMIT: never); read by lock_overdue alone, but for the
+ * timer thread's wake-up (lock_check_lost). */
+void hold_limit(zkl_attempt *l, double max_hold, double lasts);
 int lock_overdue(const zkl_attempt *l, double now); /* past its max_hold */
 int lock_held_now(zkl_attempt *l);    /* held, within margin and max_hold */
 void lock_free(zkl_task *t);

@@ -220,7 +220,7 @@ void lock_watch_self(zkl_attempt *l) {
  * set answers the get with "no node"). */
 static void lock_hold(zkl_attempt *l) {
   l->state = L_HELD;
-  hold_limit(l, l->max_hold); /* (its end, if it has one, starts now) */
+  hold_limit(l, l->max_hold, l->max_hold); /* (its end, if any, starts now) */
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
   if (l->notify_held && l->node) {

@@ -133,20 +133,24 @@ int lock_margin_ok(zkl_attempt *l) {
 /* The one writer of a hold's time limit (docs/design.md, section 9.6):
  * max_hold, how long any hold of l may last (0: no limit), and
  * hold_until, the boot-clock time the current hold ends (0: none).  A
- * hold that is on (L_HELD: it begins, is reused, is passed) ends max_hold
- * from now; in any other state (not held yet, lingering) nothing ends.
- * The timer thread reckons its sleep anew only when an end is set or
- * dropped: it looks at every task of the client, and a cohort passes its
- * node once per request.  Set by zkl_attempt_max_hold (api.c), lock_hold
- * (machine.c), zkl_attempt_linger, _relock and _pass (rehold.c).  Read by
- * lock_overdue below (so lock_held_now, zkl_attempt_overdue, and the
+ * hold that is on (L_HELD) ends `lasts` seconds from now (0, or
+ * ZKL_NO_LIMIT and more: it has no end); in any other state (not held
+ * yet, lingering) nothing ends.  A hold that begins, is reused or is
+ * passed lasts its max_hold (lasts = max_hold); an extend moves the end
+ * of the hold that is on and keeps max_hold, so the next hold of the
+ * same node (a relock, a pass) sets its own.  The timer thread reckons
+ * its sleep anew only when an end is set or dropped: it looks at every
+ * task of the client, and a cohort passes its node once per request.
+ * Set by zkl_attempt_max_hold and zkl_attempt_extend (api.c), lock_hold
+ * (machine.c), zkl_attempt_linger, _relock and _pass (rehold.c).  Read
+ * by lock_overdue below (so lock_held_now, zkl_attempt_overdue, and the
  * timer thread's lock_check_lost, class.c, which ends the hold then and
  * wakes for it). */
-void hold_limit(zkl_attempt *l, double max_hold) {
+void hold_limit(zkl_attempt *l, double max_hold, double lasts) {
   double was = l->hold_until;
   l->max_hold = max_hold > 0 ? max_hold : 0;
-  l->hold_until = l->state == L_HELD && l->max_hold > 0
-                  ? zkl_bootnow() + l->max_hold : 0;
+  l->hold_until = l->state == L_HELD && lasts > 0 && lasts < ZKL_NO_LIMIT
+                  ? zkl_bootnow() + lasts : 0;
   if (l->hold_until > 0 || was > 0) zkl_client_rearm(l->t.c);
 }
 

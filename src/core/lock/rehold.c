@@ -72,7 +72,7 @@ int zkl_attempt_linger(zkl_attempt *l, double seconds) {
       lock_held_now(l) && l->node && !(l->g && l->g->wpath)) {
     l->state = L_LINGER;
     l->linger_until = zkl_bootnow() + seconds;
-    hold_limit(l, l->max_hold); /* (lingering: no hold, no end) */
+    hold_limit(l, l->max_hold, 0); /* (lingering: no hold, no end) */
     l->abandon = 1; /* nobody awaits it now */
     if (!l->lingers) rehold_watch(l);
     if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
@@ -111,7 +111,8 @@ int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait) {
     l->linger_until = 0;
     l->abandon = 0;
     l->lost = 0;
-    hold_limit(l, max_hold);
+    hold_limit(l, max_hold, max_hold); /* its own, whatever the last one was
+                                          extended to (section 9.6) */
     zkl_client_kick(l->t.c);
     ok = 1;
   } else if (l->state == L_LINGER) {
@@ -128,7 +129,8 @@ int zkl_attempt_pass(zkl_attempt *l, double max_hold) {
   int ok = 0;
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state == L_HELD && !l->lost && l->node && lock_held_now(l)) {
-    hold_limit(l, max_hold);
+    hold_limit(l, max_hold, max_hold); /* its own, whatever the last one was
+                                          extended to (section 9.6) */
     ok = 1;
   }
   pthread_mutex_unlock(&l->t.c->mu);
