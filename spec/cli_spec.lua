@@ -108,7 +108,8 @@ describe("zklock (command-line tool)", function()
     -- issue 33, item 2: with --max-hold S the command asks for more time
     -- (docs/cli.md, "More time"): SIGUSR1 to the tool ($ZKLOCK_PID), or
     -- --heartbeat FILE touched.  The job (spec/workers/cli_ask.sh) asks
-    -- every 0.5 s and logs each ask with its time.
+    -- every 0.5 s and logs each ask with its time; it has no trap for
+    -- SIGUSR1, so a USR1 passed on to its group would end it.
     local unpack = table.unpack or unpack
     local S = 1.5
     local function has_event(log, e)
@@ -147,8 +148,10 @@ describe("zklock (command-line tool)", function()
           H.tmpname("rel")
         -- it asks every 0.5 s until rel exists (at most 120 times)
         local p, hb = asking(how, path, log, "A", 120, rel, "until")
-        H.wait_until(function() return has_event(log, "A ask 6") end, 30,
-          "the job's 6th ask")
+        H.wait_until(function()
+          return has_event(log, "A ask 6") or p:status()
+        end, 30, "the job's 6th ask")
+        assert.is_true(has_event(log, "A ask 6"), p:output())
         -- naps of 3 s since the job started, twice the first limit:
         -- still held, the command still running
         assert.equal(1, contenders(path))
@@ -176,8 +179,9 @@ describe("zklock (command-line tool)", function()
         local refused = "zklock: run: lock " .. path .. ": asked for more " ..
           "time after the hold ended: refused\n"
         H.wait_until(function()
-          return p:output():find(refused, 1, true)
+          return p:output():find(refused, 1, true) or p:status()
         end, 30, "the ask after the end to be refused")
+        assert.is_nil(p:status(), p:output())
         local events, at = C.ask_log(log)
         assert.same(asks("B", 4, "TERM", "late-ask"), events)
         -- the hold ended S after the last ask (the job's clock: the ask's
@@ -277,12 +281,15 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
-    it("passes its own SIGTERM on to the command", function()
+    it("passes its own SIGTERM on to the command, not SIGUSR1", function()
       local path, log = H.path("cli"), H.tmpname("log")
       local never = H.tmpname("never")
       local p = start("run", hosts, path, "--", "sh", JOB, log, "F", never, 0)
       H.wait_until(function() return has_line(log, "F start") end, 30,
         "the command to start")
+      -- (SIGUSR1, an ask for more time, is neither passed on nor fatal
+      -- without --max-hold: the job has no trap for it)
+      p:kill("USR1")
       p:kill("TERM")
       local rc, out = finished(p)
       assert.equal(143, rc, out)

@@ -33,12 +33,12 @@ run: run CMD while holding the mutex at PATH (Curator InterProcessMutex
 nodes), a distributed flock(1).
   --timeout S        wait at most S seconds for the lock (default, or
                      inf: for ever)
-  --max-hold S       end the hold after S seconds, as a lost lock; CMD
-                     asks for S more (from then) with SIGUSR1 to the
-                     tool (kill -USR1 "$ZKLOCK_PID")
+  --max-hold S       end the hold after S seconds, as a lost lock; each
+                     ask of CMD's moves the end to S seconds from then:
+                     SIGUSR1 to the tool (kill -USR1 "$ZKLOCK_PID")
   --heartbeat FILE   with --max-hold: FILE's modification time moving
-                     (touch FILE) asks for S more too; looked at every
-                     S/10 seconds (at most 1)
+                     (touch "$ZKLOCK_HEARTBEAT") is an ask too; looked
+                     at every S/10 seconds (at most 1)
   --signal NAME      sent to CMD when the lock is lost (default TERM)
   --kill-after S     KILL, if CMD still runs S seconds after the first
                      signal it was sent (that one, or TERM, INT, HUP
@@ -48,8 +48,9 @@ nodes), a distributed flock(1).
                      group ended
   --id TEXT          written into the lock node; `zklock holders` shows it
                      (default: "zklock run HOST pid N: CMD", without ARGs)
-CMD runs in a process group of its own: signals go to the whole group,
-and the lock is held until every process of the group has ended.
+CMD runs in a process group of its own: signals go to the whole group
+(not SIGUSR1: an ask), and the lock is held until every process of the
+group has ended.  After the hold ended, an ask is refused.
 holders: the holder(s) of the lock (mutex, read/write lock, or with
   --leases N a semaphore of N leases): one line each, tab-separated:
   node, session, token, id.

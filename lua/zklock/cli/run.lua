@@ -64,7 +64,8 @@ end
 -- is what the command finds in its environment.
 local function asker(opts)
   local A = { env = { ZKLOCK_PID = tostring(core.pid()),
-    ZKLOCK_MAX_HOLD = opts.max_hold and ("%g"):format(opts.max_hold) or false,
+    ZKLOCK_MAX_HOLD = opts.max_hold and ("%.10g"):format(opts.max_hold) or
+      false,
     ZKLOCK_HEARTBEAT = opts.heartbeat or false } }
   local file = opts.heartbeat
   -- FILE's modification time; false: no such file; nil: it cannot be
