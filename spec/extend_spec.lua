@@ -36,8 +36,7 @@ local function refused(fn, words)
 end
 
 -- Every kind of hold behind one face: take(opts) acquires it with on_lost
--- counted in lost[name] (a lease has no on_lost: only its end is seen);
--- h.extend, h.is_held, h.release.
+-- counted in lost[name]; h.extend, h.is_held, h.release.
 local function kinds(zk)
   local list = {}
   local function lock_kind(name, lock)
@@ -52,11 +51,16 @@ local function kinds(zk)
   local rw = zk:rwlock(H.path("ext-rw-read"))
   lock_kind("rw.read", rw.read)
   lock_kind("rw.write", zk:rwlock(H.path("ext-rw-write")).write)
-  list[#list + 1] = { name = "lease", take = function(_, opts)
-    return assert(zk:semaphore(H.path("ext-sem"), 2):acquire(5, opts))
+  local function counted(lost, name)
+    return zk:semaphore(H.path("ext-sem"), 2):on_lost(function()
+      lost[name] = (lost[name] or 0) + 1
+    end)
+  end
+  list[#list + 1] = { name = "lease", take = function(lost, opts)
+    return assert(counted(lost, "lease"):acquire(5, opts))
   end }
-  list[#list + 1] = { name = "semaphore", take = function(_, opts)
-    local sem = zk:semaphore(H.path("ext-sem"), 2)
+  list[#list + 1] = { name = "semaphore", take = function(lost, opts)
+    local sem = counted(lost, "semaphore")
     assert(sem:acquire(5, opts))
     return sem -- (sem:extend: the newest lease)
   end }
@@ -110,11 +114,8 @@ describe("extend", function()
       local at = ended[e.name] - e.t_ext
       assert.is_true(at >= EXTENDED - 0.05, ("%s ended %.2f s after " ..
         "its extend"):format(e.name, at))
-      -- (its node is deleted when it ends: released, it answers lock_lost)
-      if e.name ~= "lease" and e.name ~= "semaphore" then
-        H.dispatch_until(zk, function() return lost[e.name] end,
-          "on_lost of " .. e.name)
-      end
+      H.dispatch_until(zk, function() return lost[e.name] end,
+        "on_lost of " .. e.name)
       assert.is_nil(e.h:extend(EXTENDED), e.name) -- (not revived)
       assert.is_false(e.h:is_held(), e.name)
       local ok, msg, code = e.h:release()
@@ -203,6 +204,26 @@ describe("extend", function()
     assert.equal("lock_lost", select(3, lease:extend(60)))
     assert.is_false(lease:is_held())
     assert.equal("lock_lost", select(3, lease:release()))
+    -- a lease lost (its node deleted), and one revoked and released in
+    -- its on_revoke
+    local spath = H.path("ext-sem-lost")
+    local sem, llost = zk:semaphore(spath, 2), false
+    sem:on_lost(function() llost = true end)
+    sem:on_revoke(function(l) assert.is_true(l:release()) end)
+    local gone, revoked = assert(sem:acquire(5)), assert(sem:acquire(5))
+    assert(op.call_op(zk2, 5, "_delete", gone:node()))
+    H.dispatch_until(zk, function() return llost end, "the lease's on_lost")
+    assert.equal("lock_lost", select(3, gone:extend(60)))
+    assert.equal(1, zklock.revoke(zk2, spath, 2)) -- (gone's went)
+    H.dispatch_until(zk, function() return not revoked:is_held() end,
+      "the lease's revocation")
+    ok, msg, code = revoked:extend(60)
+    assert.is_nil(ok)
+    assert.equal("lock_lost", code)
+    assert.matches("revoked", msg)
+    assert.is_false(revoked:is_held())
+    assert.equal("lock_lost", select(3, gone:release()))
+    assert.equal("lock_lost", select(3, revoked:release()))
     -- a multilock one of whose members was lost: named
     local p = H.path("ext-ml-ended")
     local a, b = zk:mutex(p .. "/a"), zk:mutex(p .. "/b")

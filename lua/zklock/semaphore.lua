@@ -381,10 +381,10 @@ end
 function Lease:extend(seconds)
   local l = lease_fields(self, "extend")
   L.check_extend(seconds, l.sem.client, "extend")
-  if l.released and not l.ended then -- (ended: released in a callback)
+  if l.released then -- (released in its own callback: ended, not this)
     argerror(1, "extend", "lease of " .. l.sem.path .. " already released")
   end
-  return L.extend_hold(l.sem.f, l, seconds)
+  return L.extend_hold(l.sem.f, l, seconds) -- (the lease is its hold)
 end
 
 --- @type Semaphore

@@ -6,9 +6,9 @@
 -- the timer thread's end is decided there.  The end stays the C timer
 -- thread's alone, whatever the runtime (zklock.ngx and zklock.loop are
 -- woken by it as for any max_hold): nothing here arms a timer.  `hold`
--- (f, own, seconds) serves the other kinds of hold too (a lease, a
--- multilock's members).  (The doc comments below are on zklock's page
--- of the reference: config.ld.)
+-- (f, own, seconds) serves a lease too (its table is its hold record); a
+-- multilock extends each member.  (The doc comments below are on
+-- zklock's page of the reference: config.ld.)
 
 --- @module zklock
 local check = require "zklock.rt.check"

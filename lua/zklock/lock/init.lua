@@ -7,8 +7,8 @@
 -- own module of this folder (docs/design.md, section 17).  Loading it
 -- adds `mutex` and `semaphore_mutex` to the client methods (zklock.rwlock
 -- adds `rwlock`), and gives the class every method: this module requires
--- those that define some (holders.lua, guarded.lua, extend.lua).  (The doc comments
--- below are on zklock's page of the reference: config.ld.)
+-- those that define some (holders.lua, guarded.lua, extend.lua).  (The
+-- doc comments below are on zklock's page of the reference: config.ld.)
 
 --- @module zklock
 local core = require "zklock.core"
