@@ -64,6 +64,9 @@ struct zkl_attempt {
   int self_armed;  /* self_gen of the node the self watch was sent for */
   int self_live;   /* that watch is set on the server (its get answered,
                       no event since): a deletion of ours would be told */
+  double self_due; /* boot clock: when the deferred self watch of a hold
+                      taken uncontended goes (0: none due; machine.c,
+                      lock_hold; docs/design.md, section 4.5) */
   int64_t czxid;
   int64_t session; /* session that created our node */
   /* written by hold_limit only (node.c) */
@@ -108,6 +111,9 @@ extern const zkl_task_class zkl_attempt_class;
 void lock_set_node(zkl_attempt *l, const char *name); /* copied; NULL: none */
 char *lock_nodepath(const zkl_attempt *l); /* our node's full path, or NULL */
 void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
+/* how long a hold taken with no wait goes without its self watch: the
+ * bound on how late a foreign deletion of it is noticed (section 4.5) */
+#define LOCK_SELF_DELAY 0.1
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_attempt *l);     /* our node goes, then done */
 int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */
@@ -131,6 +137,8 @@ void lock_create(zkl_attempt *l);     /* queue: create our node */
 void lock_list(zkl_attempt *l);       /* list the directory, evaluate */
 void lock_watch_dir(zkl_attempt *l);  /* a lease: watch the directory */
 void lock_watch_self(zkl_attempt *l); /* read (and watch) our own node */
+/* the timer thread: a deferred self watch due by now goes (else *next) */
+void lock_self_due(zkl_attempt *l, double now, double *next);
 void lock_node_gone(zkl_attempt *l);  /* deleted by someone else */
 void lock_blocker_gone(zkl_attempt *l); /* the watched predecessor went */
 void lock_release_locked(zkl_attempt *l); /* give it up: our node goes */

@@ -13,11 +13,13 @@
  *     (rehold.c, which passes a HELD one in a cohort too)
  *   a failure that is not a cut connection: FAILED
  *
- * From the create's reply on, a get-with-watch on our own node ("self
- * watch") tells us when it goes: deleted by anyone but us while HELD, the
- * hold is lost (on_lost, like an expiry); while queued, we queue again
- * with a fresh node (docs/design.md, section 4.5).  The same get reads
- * "__REVOKE__".
+ * A get-with-watch on our own node ("self watch") tells us when it goes:
+ * deleted by anyone but us while HELD, the hold is lost (on_lost, like an
+ * expiry); while queued, we queue again with a new node (docs/design.md,
+ * section 4.5).  The same get reads "__REVOKE__".  A waiter sends it with
+ * its wait; a hold taken at once, LOCK_SELF_DELAY after it began (the
+ * timer thread), unless it is revocable or lingers: most holds end
+ * before, and cost the create, its listing and the delete alone.
  *
  * Every function here runs with the client's mutex held.  Requests carry
  * the epoch they were sent in; a reply from an older epoch is ignored. */
@@ -211,6 +213,24 @@ void lock_watch_self(zkl_attempt *l) {
   free(full);
   if (rc != ZOK && r) zkl_req_done(r); /* (cut: again on reconnect) */
   else if (rc == ZOK) l->self_armed = l->self_gen;
+  l->self_due = 0;
+}
+
+/* The self watch of a hold, now or (deferred) from the timer thread at
+ * self_due; `now`: a revocable hold reads its data at once. */
+static void lock_arm_self(zkl_attempt *l, int now) {
+  if (now) {
+    lock_watch_self(l);
+  } else if (l->self_gen != l->self_armed && !l->self_due) {
+    l->self_due = zkl_bootnow() + LOCK_SELF_DELAY;
+    zkl_client_rearm(l->t.c);
+  }
+}
+
+void lock_self_due(zkl_attempt *l, double now, double *next) {
+  if (!l->self_due) return;
+  if (now >= l->self_due) lock_watch_self(l);
+  else if (l->self_due < *next) *next = l->self_due;
 }
 
 /* ---- where we stand in the queue ---------------------------------------- */
@@ -238,8 +258,9 @@ static void lock_hold(zkl_attempt *l) {
   } else {
     zkl_task_notify(&l->t);
   }
-  /* (not sent yet for this node, or revocable: its data is read again) */
-  if (l->self_gen != l->self_armed || l->revocable) lock_watch_self(l);
+  /* (revocable: its data is read again now; else, not sent yet for this
+   * node, it goes once the hold has lasted LOCK_SELF_DELAY) */
+  lock_arm_self(l, l->revocable);
 }
 
 static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,

@@ -30,6 +30,7 @@ void lock_set_node(zkl_attempt *l, const char *name) {
   l->node = name ? strdup(name) : NULL;
   l->self_gen++;
   l->self_live = 0;
+  l->self_due = 0;
   l->revoke_version = -1;
 }
 
