@@ -90,6 +90,10 @@ struct zkl_client {
   pthread_t timer;
   pthread_cond_t tcv;
   int timer_on, timer_stop, timer_idle, probe_out, renew;
+  /* seconds a hold taken with no wait goes without its self watch (the
+   * bound on how late a foreign deletion of it is noticed; 0: at once):
+   * connect's self_watch_delay (docs/design.md, section 4.5) */
+  double self_delay;
   int renewing;           /* the timer is replacing zh (watcher waits) */
   zhandle_t *old_zh;      /* the expired handle being closed */
   double probe_at;        /* when the last probe was sent */

@@ -17,8 +17,8 @@
  * deleted by anyone but us while HELD, the hold is lost (on_lost, like an
  * expiry); while queued, we queue again with a new node (docs/design.md,
  * section 4.5).  The same get reads "__REVOKE__".  A waiter sends it with
- * its wait; a hold taken at once, LOCK_SELF_DELAY after it began (the
- * timer thread), unless it is revocable or lingers: most holds end
+ * its wait; a hold taken at once, the client's self_delay after it began
+ * (the timer thread), unless it is revocable or lingers: most holds end
  * before, and cost the create, its listing and the delete alone.
  *
  * Every function here runs with the client's mutex held.  Requests carry
@@ -216,13 +216,14 @@ void lock_watch_self(zkl_attempt *l) {
   l->self_due = 0;
 }
 
-/* The self watch of a hold, now or (deferred) from the timer thread at
- * self_due; `now`: a revocable hold reads its data at once. */
+/* The self watch of a hold, now or (deferred: the client's self_delay)
+ * from the timer thread at self_due; `now`: a revocable hold reads its
+ * data at once. */
 static void lock_arm_self(zkl_attempt *l, int now) {
-  if (now) {
+  if (now || (l->self_gen != l->self_armed && l->t.c->self_delay <= 0)) {
     lock_watch_self(l);
   } else if (l->self_gen != l->self_armed && !l->self_due) {
-    l->self_due = zkl_bootnow() + LOCK_SELF_DELAY;
+    l->self_due = zkl_bootnow() + l->t.c->self_delay;
     zkl_client_rearm(l->t.c);
   }
 }
@@ -259,7 +260,7 @@ static void lock_hold(zkl_attempt *l) {
     zkl_task_notify(&l->t);
   }
   /* (revocable: its data is read again now; else, not sent yet for this
-   * node, it goes once the hold has lasted LOCK_SELF_DELAY) */
+   * node, it goes once the hold has lasted the client's self_delay) */
   lock_arm_self(l, l->revocable);
 }
 

@@ -61,6 +61,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   c->state = ZKL_CONNECTING;
   c->timeout_ms = c->timeout_req = timeout_ms;
   c->renew = renew;
+  c->self_delay = ZKL_SELF_DELAY;
   c->pid = getpid();
   c->wake_fd = c->wake_listen = -1;
   /* Hold the mutex so the watcher, which may fire before zookeeper_init
@@ -210,6 +211,12 @@ void zkl_client_want_state(zkl_client *c, int on) {
   pthread_mutex_lock(&c->mu);
   c->want_state = on;
   pthread_cond_signal(&c->tcv); /* (the timer may have to watch for lost) */
+  pthread_mutex_unlock(&c->mu);
+}
+
+void zkl_client_self_delay(zkl_client *c, double seconds) {
+  pthread_mutex_lock(&c->mu);
+  c->self_delay = seconds > 0 ? seconds : 0;
   pthread_mutex_unlock(&c->mu);
 }
 
