@@ -175,6 +175,9 @@ void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
 
 /* ---- session/notify.c (mu held) ----------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
+/* the same but the broadcast, which the caller makes once it has let go
+ * of the mutex (a completion: task.c) */
+void zkl_client_bump(zkl_client *c);
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
 void zkl_event_push(zkl_client *c, int type, const char *path,
                     unsigned long attempt); /* 0: about no attempt */

@@ -64,6 +64,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
                            const void *data) {
   zkl_req *r;
   zkl_attempt *l = lock_enter(data, rc, &r);
+  int news = 1; /* (is there anything for the acquirer to look at?) */
   if (l && l->state == L_CREATING) {
     l->create_out = 0;
     if (rc == ZOK) {
@@ -75,6 +76,10 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       if (!l->node) lock_finish(&l->t, ZSYSTEMERROR, "(out of memory)");
       else if (l->abandon) lock_delete(l);
       else if (!l->list_piped) lock_list(l);
+      /* the listing riding behind says where we stand; till it answers,
+       * nothing changed for the acquirer: it is not woken (a wake-up per
+       * cycle saved: issue 34) */
+      else news = 0;
       /* (the self watch is sent once the listing is read: lock_evaluate) */
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
@@ -87,7 +92,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       lock_finish(&l->t, rc, l->t.path);
     }
   }
-  zkl_task_leave(r);
+  zkl_task_leave_if(r, news);
 }
 
 void lock_create(zkl_attempt *l) {
@@ -223,8 +228,10 @@ static void lock_arm_self(zkl_attempt *l, int now) {
   if (now || (l->self_gen != l->self_armed && l->t.c->self_delay <= 0)) {
     lock_watch_self(l);
   } else if (l->self_gen != l->self_armed && !l->self_due) {
+    /* (no wake-up of the timer thread: lock_hold kicked it if it was
+     * idle, and while any hold is on it looks at least every self_delay:
+     * session.c) */
     l->self_due = zkl_bootnow() + l->t.c->self_delay;
-    zkl_client_rearm(l->t.c);
   }
 }
 

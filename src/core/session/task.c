@@ -162,12 +162,17 @@ zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp) {
   return r->t->epoch == r->epoch ? r->t : NULL;
 }
 
+/* Whatever moved, waiters look again: woken once the mutex is let go of,
+ * so that a waiter does not wake only to block on it (a context switch
+ * per completion saved: issue 34).  The client outlives the completion:
+ * it is freed after zookeeper_close, which joins this thread. */
 void zkl_task_leave_if(zkl_req *r, int news) {
   zkl_client *c = r->c;
   if (news) zkl_client_touch(c, r->t->wake_id);
   zkl_req_done(r);
-  if (news) zkl_client_changed(c); /* whatever moved, waiters look again */
+  if (news) zkl_client_bump(c);
   pthread_mutex_unlock(&c->mu);
+  if (news) pthread_cond_broadcast(&c->cv);
 }
 
 void zkl_task_leave(zkl_req *r) { zkl_task_leave_if(r, 1); }
