@@ -256,12 +256,14 @@ describe("the hand-off", function()
       local path = H.path("handoff")
       local lock = waiter_of(zk, path)
       requests_of(lock) -- (the directory's parents are made)
-      local uncontended = requests_of(lock) -- create, listing, self watch
+      local uncontended = requests_of(lock) -- create, listing
       local holder = holder_of(holder_zk, path)
       assert(holder:acquire(5))
       local waited = requests_of(lock, nil, holder)
-      -- one more: the predecessor's watch; no second listing
-      assert.equal(uncontended + 1, waited)
+      -- two more: the waiter's self watch (a hold taken with no wait sends
+      -- none, until it has lasted self_watch_delay: selfwatch_spec.lua)
+      -- and the predecessor's watch; no second listing
+      assert.equal(uncontended + 2, waited)
       -- with a guarded read: it rides behind the listing, and once more
       -- after the wake-up (the first said "wait")
       local node = H.path("handoff-node")
