@@ -265,12 +265,13 @@ describe("the hand-off", function()
       -- and the predecessor's watch; no second listing
       assert.equal(uncontended + 2, waited)
       -- with a guarded read: it rides behind the listing, and once more
-      -- after the wake-up (the first said "wait")
+      -- after the wake-up (the first said "wait"); and the waiter's self
+      -- watch and the predecessor's watch
       local node = H.path("handoff-node")
       local plain_read = requests_of(lock, { read = node })
       assert(holder:acquire(5))
       local read = requests_of(lock, { read = node }, holder)
-      assert.equal(plain_read + 2, read)
+      assert.equal(plain_read + 3, read)
       assert.same({}, H.lock_nodes(zk, path))
     end)
   end
