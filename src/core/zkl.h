@@ -70,6 +70,7 @@ void zkl_seterr_maybe(zkl_error *e, const char *what);
 
 /* ---- base/util.c -------------------------------------------------------- */
 double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
+pid_t zkl_pid(void);  /* this process's id (kept; made again after fork) */
 /* Seconds on a clock that keeps running while the machine is suspended
  * (CLOCK_BOOTTIME): what "last heard" and the session's expiry are
  * measured in, since the server's clock runs on during a suspend

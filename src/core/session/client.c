@@ -62,7 +62,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   c->timeout_ms = c->timeout_req = timeout_ms;
   c->renew = renew;
   c->self_delay = ZKL_SELF_DELAY;
-  c->pid = getpid();
+  c->pid = zkl_pid();
   c->wake_fd = c->wake_listen = -1;
   /* Hold the mutex so the watcher, which may fire before zookeeper_init
    * returns, sees c->zh set. */
@@ -136,7 +136,7 @@ int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
   return 1;
 }
 
-int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
+int zkl_client_forked(const zkl_client *c) { return c->pid != zkl_pid(); }
 
 #define CLOSE_GRACE 2.0 /* s: for the requests in flight at close */
 
