@@ -40,7 +40,9 @@ local setmetatable, getmetatable, pairs = setmetatable, getmetatable,
   pairs
 local await = wait.await
 
--- client -> { key -> cohort }
+-- client -> { key -> cohort } (weak values: an idle cohort stays for the
+-- next acquire on its lock, no table made again, until the collector
+-- takes it; a busy one is kept by its waiters and its holder's sentinel)
 local cohorts = setmetatable({}, WEAK_KEYS)
 -- attempt -> the last pass number its node gave, for a node that lingers
 -- (lock caching: held again, it goes on counting); set by linger.lua
@@ -51,7 +53,11 @@ local on_abandon = wait.on_abandon
 
 -- f's cohort, if it has one now: its key, and the cohort or nil
 local function existing(f)
-  local key = f.kind .. " " .. f.dir
+  local key = f.ckey
+  if not key then
+    key = f.kind .. " " .. f.dir
+    f.ckey = key
+  end
   local all = cohorts[f.client]
   return key, all and all[key]
 end
@@ -63,7 +69,7 @@ local function cohort_of(f)
       q = { first = 1, last = 0 }, pass = 0, counted = 0 }
     local all = cohorts[f.client]
     if not all then
-      all = {}
+      all = setmetatable({}, WEAK_VALUES)
       cohorts[f.client] = all
     end
     all[key] = c
@@ -84,11 +90,10 @@ local function head(c)
   return nil
 end
 
+-- (an idle cohort stays, for the collector: `cohorts` is weak-valued;
+-- its queue is reset by head())
 local function forget_if_idle(c)
-  if c.att == nil and c.holder == nil and head(c) == nil then
-    local all = c.cref[1] and cohorts[c.cref[1]]
-    if all and all[c.key] == c then all[c.key] = nil end
-  end
+  head(c)
 end
 
 local function wake(w)
@@ -209,9 +214,9 @@ local function leaver(c, w)
 end
 
 -- w now waits on obj, which zklock.rt.wait knows of
-local function wait_on(c, w, obj)
+local function wait_on(_, w, obj)
   unlist(w)
-  on_abandon(obj, leaver(c, w)); w.on = obj
+  on_abandon(obj, w.bye); w.on = obj
 end
 
 -- leave, and wait (a grace period) for a node let go of to be gone: an
@@ -335,15 +340,26 @@ end
 -- An object whose finalizer runs fn, protected: an error raised in a
 -- finalizer would surface wherever the collector happened to run
 -- (LuaJIT), and an object fn touches may be collected in the same cycle.
+-- One metatable for all (one object and fn made per hold, nothing more).
 local newproxy, pcall = newproxy, pcall -- (LuaJIT: tables have no __gc)
-local function finalized(fn)
-  local function gc() pcall(fn) end
-  if newproxy then
-    local p = newproxy(true)
-    getmetatable(p).__gc = gc
+local finalized
+if newproxy then
+  local fns = setmetatable({}, WEAK_KEYS) -- proxy -> fn
+  local proto = newproxy(true)
+  getmetatable(proto).__gc = function(p)
+    local fn = fns[p]
+    if fn then pcall(fn) end
+  end
+  finalized = function(fn)
+    local p = newproxy(proto) -- (its metatable is proto's)
+    fns[p] = fn
     return p
   end
-  return setmetatable({}, { __gc = gc })
+else
+  local mt = { __gc = function(t) pcall(t[1]) end }
+  finalized = function(fn)
+    return setmetatable({ fn }, mt)
+  end
 end
 
 -- The sentinel of waiter w: kept by the waiting coroutine, then by the
@@ -394,7 +410,10 @@ function M.take(f, timeout, max_hold, read)
     if c.att:contenders() then w.late = c.att end
   end
   local sentinel = watch_over(c, w)
-  local att, info, code = guard.guarded(function() leave(c, w) end, wait_turn,
+  -- (one closure for both: the guard, and what zklock.rt.wait runs for
+  -- a wait abandoned: wait_on)
+  w.bye = leaver(c, w)
+  local att, info, code = guard.guarded(w.bye, wait_turn,
     f, c, w, timeout, timeout and now() + timeout, read)
   if att then info.sentinel = sentinel end
   return att, info, code

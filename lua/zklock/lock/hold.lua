@@ -73,7 +73,9 @@ end
 -- own or of a multilock it is a member of (f.groups: events.watch_hold)?
 function M.wants(f, what)
   if f[what] then return true end
-  for ml in pairs(f.groups or {}) do
+  local groups = f.groups
+  if not groups then return false end
+  for ml in pairs(groups) do
     local m = unbox(ml)
     if m and m[what] then return true end
   end

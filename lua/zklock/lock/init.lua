@@ -363,7 +363,7 @@ function Lock:release(opts)
   local reader, downgraded = downgrade.reader(f, co, own)
   local why, about = events.acting_why()
   local r = { own = own, write = write, data = data, why = why,
-    reader = reader, downgraded = downgraded }
+    reader = reader, downgraded = downgraded, held = false, name = false }
   if write and guarded.not_last_word(f, r) then
     return guarded.write_first(self, r)
   end

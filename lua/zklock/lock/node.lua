@@ -24,17 +24,21 @@ local closed, grace, call_op = op.closed, op.grace, op.call_op
 local renews, session_leaving = session.renews, session.session_leaving
 
 -- The participant id a client writes into its nodes: connect's `id`, or
--- "zklock HOST pid N".
-local HOST
+-- "zklock HOST pid N" (made once per pid: a forked child has its own).
+local HOST, DEFAULT_ID, ID_PID
 function M.owner_data(client)
   local id = session.id_of(client)
   if id then return id end
-  if not HOST then
-    local fh = io.open("/proc/sys/kernel/hostname")
-    HOST = fh and fh:read("*l") or "localhost"
-    if fh then fh:close() end
+  local pid = core.pid()
+  if ID_PID ~= pid then
+    if not HOST then
+      local fh = io.open("/proc/sys/kernel/hostname")
+      HOST = fh and fh:read("*l") or "localhost"
+      if fh then fh:close() end
+    end
+    DEFAULT_ID, ID_PID = ("zklock %s pid %d"):format(HOST, pid), pid
   end
-  return ("zklock %s pid %d"):format(HOST, core.pid())
+  return DEFAULT_ID
 end
 
 --- Start an attempt: a node to take in the queue of f's directory.
@@ -98,24 +102,26 @@ local function take_lease(f, timeout, max_hold)
   return att, msg, code
 end
 
--- held attempt -> { since = when its hold began, kind = its metrics kind }
--- (zklock.metrics; weak: a hold never given back leaves nothing behind)
-local holds = setmetatable({}, WEAK_KEYS)
+-- held attempt -> when its hold began, and its metrics kind (zklock.metrics;
+-- weak: a hold never given back leaves nothing behind; two tables, so
+-- that a hold makes none)
+local since, kinds = setmetatable({}, WEAK_KEYS), setmetatable({}, WEAK_KEYS)
 
 --- A hold of f's kind begins with att, after `wait` seconds (zklock.metrics;
 -- passed: from a holder of the same client's cohort, without a request)
 function M.hold_began(f, att, wait, passed)
   metrics.acquire_ended(f.client, f.metric, wait, nil, passed)
-  holds[att] = { since = now(), kind = f.metric }
+  since[att], kinds[att] = now(), f.metric
 end
 
 --- The hold of att ends (zklock.metrics): released, or found lost.
 function M.hold_ended(client, att, held)
-  local h = holds[att]
-  if h then
-    holds[att] = nil
-    if held then metrics.released(client, h.kind, now() - h.since)
-    else metrics.lost(client, h.kind) end
+  local t0 = since[att]
+  if t0 then
+    local kind = kinds[att]
+    since[att], kinds[att] = nil, nil
+    if held then metrics.released(client, kind, now() - t0)
+    else metrics.lost(client, kind) end
   end
 end
 
@@ -146,6 +152,12 @@ function M.give_back(client, att, held)
   if closed(client) then return nil, "client is closed", "closed" end
   await(client, att, grace(client))
   if not held then return nil, "lock lost", "lock_lost" end
+  -- someone else deleted our node before the self watch could tell
+  -- (docs/design.md, section 4.5): the hold had ended
+  if att:gone_first() then
+    return nil, "lock lost: our node was deleted by someone else",
+      "lock_lost"
+  end
   return true
 end
 

@@ -64,6 +64,13 @@ struct zkl_attempt {
   int self_armed;  /* self_gen of the node the self watch was sent for */
   int self_live;   /* that watch is set on the server (its get answered,
                       no event since): a deletion of ours would be told */
+  double self_due; /* boot clock: when the deferred self watch of a hold
+                      taken with no wait goes (0: none due; machine.c,
+                      lock_arm_self; docs/design.md, section 4.5) */
+  int del_cut;     /* our delete was cut in flight (sent again) */
+  int del_gone;    /* our delete found no node, never cut: someone else
+                      deleted it first (a hold lost, noticed late: its
+                      self watch was deferred; section 4.5) */
   int64_t czxid;
   int64_t session; /* session that created our node */
   /* written by hold_limit only (node.c) */
@@ -131,6 +138,8 @@ void lock_create(zkl_attempt *l);     /* queue: create our node */
 void lock_list(zkl_attempt *l);       /* list the directory, evaluate */
 void lock_watch_dir(zkl_attempt *l);  /* a lease: watch the directory */
 void lock_watch_self(zkl_attempt *l); /* read (and watch) our own node */
+/* the timer thread: a deferred self watch due by now goes (else *next) */
+void lock_self_due(zkl_attempt *l, double now, double *next);
 void lock_node_gone(zkl_attempt *l);  /* deleted by someone else */
 void lock_blocker_gone(zkl_attempt *l); /* the watched predecessor went */
 void lock_release_locked(zkl_attempt *l); /* give it up: our node goes */

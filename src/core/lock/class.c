@@ -119,6 +119,7 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
   if (l->state != L_HELD || l->lost) return 0;
   if (now < deadline && !over) {
     if (l->hold_until > 0 && l->hold_until < *next) *next = l->hold_until;
+    lock_self_due(l, now, next); /* (a hold taken with no wait) */
     return 1;
   }
   lock_lost(l); /* (Lua reports "lock_lost": held() is false) */

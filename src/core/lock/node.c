@@ -30,6 +30,7 @@ void lock_set_node(zkl_attempt *l, const char *name) {
   l->node = name ? strdup(name) : NULL;
   l->self_gen++;
   l->self_live = 0;
+  l->self_due = 0;
   l->revoke_version = -1;
 }
 
@@ -85,10 +86,13 @@ static void lock_delete_cb(int rc, const void *data) {
   if (l && l->state == L_DELETING) {
     if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
         rc == ZCLOSING || rc == ZINVALIDSTATE) {
+      /* (a delete sent again after a cut may find its first try's work) */
+      if (rc == ZNONODE && !l->del_cut) l->del_gone = 1;
       lock_set_node(l, NULL);
       lock_finish(&l->t, ZOK, NULL);
     } else if (zkl_is_cut(rc)) {
       l->t.redo = 1;
+      l->del_cut = 1;
     } else {
       lock_finish(&l->t, ZOK, NULL); /* e.g. no auth to delete: nothing more */
     }

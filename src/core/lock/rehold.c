@@ -74,6 +74,9 @@ int zkl_attempt_linger(zkl_attempt *l, double seconds) {
     l->linger_until = zkl_bootnow() + seconds;
     hold_limit(l, l->max_hold, 0); /* (lingering: no hold, no end) */
     l->abandon = 1; /* nobody awaits it now */
+    /* a lingering node is watched (asked to revoke, deleted): its
+     * deferred self watch goes now (machine.c) */
+    if (l->self_gen != l->self_armed) lock_watch_self(l);
     if (!l->lingers) rehold_watch(l);
     if (l->state == L_LINGER) { /* (a refused watch gave it up at once) */
       zkl_task_keep(&l->t); /* it outlives its Lua box if it must */
