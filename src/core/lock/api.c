@@ -69,8 +69,9 @@ void zkl_attempt_revocable(zkl_attempt *l) {
 
 void zkl_attempt_rest_on(zkl_attempt *l, zkl_attempt *w) {
   pthread_mutex_lock(&l->t.c->mu);
-  if (w) w->t.refs++; /* (before the old one goes: it may be w) */
-  if (l->over) zkl_task_unref(&l->over->t);
+  if (w) { w->t.refs++; w->resting++; } /* (before the old one goes: it
+                                          * may be w) */
+  if (l->over) { l->over->resting--; zkl_task_unref(&l->over->t); }
   l->over = w;
   pthread_mutex_unlock(&l->t.c->mu);
 }

@@ -81,6 +81,9 @@ struct zkl_attempt {
    * out (a reference); the read holds only while it does, and ends with
    * it (docs/design.md, section 5) */
   struct zkl_attempt *over;
+  int resting;     /* attempts whose `over` is this one (a read resting on
+                      this write: lock_end_resting looks for them only
+                      then, not through every task of the client) */
   /* a node held again with no request (rehold.c): a released hold may
    * linger (L_LINGER) until linger_until; a hold that lingers or is passed
    * in a cohort watches the directory for contenders */

@@ -503,6 +503,7 @@ void lock_lost(zkl_attempt *l) {
  * back a write node that nothing queued between). */
 void lock_end_resting(zkl_attempt *w) {
   zkl_task *t, *next;
+  if (!w->resting) return; /* (the common case: no walk) */
   for (t = w->t.c->tasks; t; t = next) {
     zkl_attempt *r;
     next = t->next; /* (ending r may free it, nothing else) */

@@ -14,7 +14,7 @@
 
 void lock_free(zkl_task *t) {
   zkl_attempt *l = ATTEMPT(t);
-  if (l->over) zkl_task_unref(&l->over->t);
+  if (l->over) { l->over->resting--; zkl_task_unref(&l->over->t); }
   free(l->prefix); free(l->data); free(l->ignore); free(l->node);
   if (l->g) {
     free(l->g->rpath); free(l->g->rdata); free(l->g->wpath);
