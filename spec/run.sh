@@ -49,13 +49,23 @@ LINES=""
 # This is `busted --lua=INTERPRETER`, done directly: busted's own switch
 # re-runs it through a shell without quoting the arguments. .busted picks
 # the build/<interpreter> cpath.
+busted_one() { # busted_one INTERPRETER [busted args...]: output to its file
+  lua=$1
+  shift
+  { ZKLOCK_LUA=$lua "$lua" "$BUSTED" --ignore-lua "$@"
+    echo $? >"$RUN/busted-$lua.rc"; } >"$RUN/busted-$lua.out" 2>&1
+}
 run_one() {
   lua=$1 label=$1
   shift
   out="$RUN/busted-$label.out"
   echo "== busted under $label"
-  { ZKLOCK_LUA=$lua "$lua" "$BUSTED" --ignore-lua "$@"
-    echo $? >"$RUN/busted-$label.rc"; } 2>&1 | tee "$out"
+  if [ -n "${PARALLEL_DONE:-}" ]; then
+    cat "$out" # (run already, beside the other runtimes)
+  else
+    { ZKLOCK_LUA=$lua "$lua" "$BUSTED" --ignore-lua "$@"
+      echo $? >"$RUN/busted-$label.rc"; } 2>&1 | tee "$out"
+  fi
   rc=$(cat "$RUN/busted-$label.rc" 2>/dev/null || echo 1)
   # "N successes / N failures / N errors / N pending : T seconds"
   counts=$(sed "s/$ESC\[[0-9;]*m//g" "$out" | awk '
@@ -81,6 +91,15 @@ run_one() {
 "
 }
 
+# ZKLOCK_PARALLEL=1: the runtimes run side by side (their servers and run
+# files are apart: each spec names its own), their outputs shown after
+if [ "${ZKLOCK_PARALLEL:-0}" = 1 ]; then
+  for lua in ${ZKLOCK_RUNTIMES:-lua5.4 luajit}; do
+    busted_one "$lua" "$@" &
+  done
+  wait
+  PARALLEL_DONE=1
+fi
 for lua in ${ZKLOCK_RUNTIMES:-lua5.4 luajit}; do
   run_one "$lua" "$@"
 done
