@@ -99,7 +99,7 @@ return function(K, U)
     local ext = U.extends(logs)
     local holds, cbs, writes = {}, {}, {}
     for _, h in ipairs(list(logs, "H")) do
-      if h.id then holds[h.id] = h end
+      if h.id and h.id ~= "-" then holds[h.id] = h end
     end
     for _, c in ipairs(list(logs, "CB")) do
       cbs[c.id] = cbs[c.id] or {}
