@@ -133,7 +133,7 @@ return function(W)
         local t = now()
         local h = m == ml and members[lock]
         local rel = "kept"
-        if release_in[what] then
+        if release_in[what] and not release_in.done then -- (once)
           local ok, r, _, code = pcall(ml.release, ml)
           if not ok then unexpected(nil, "multilock on_" .. what, r) end
           rel = not ok and "raised" or r and "released" or tostring(code)
