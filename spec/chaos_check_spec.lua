@@ -302,10 +302,11 @@ describe("chaos checkers", function()
   end)
 
   -- issue 33: holds' limits moved by extend, how holds end, callbacks.
-  -- XT id target task x_s x_e secs res t1b; CB id what t target task rel
-  local function xt(id, x_s, secs, res, t1b)
-    return ("XT %s m1 a/1.0 %s %s %s %s %s"):format(id, x_s, x_s + 0.001,
-      secs, res or "ok", t1b or x_s)
+  -- XT id target task x_s x_e secs res t1b after; CB id what t target
+  -- task rel
+  local function xt(id, x_s, secs, res, t1b, after)
+    return ("XT %s m1 a/1.0 %s %s %s %s %s %s"):format(id, x_s, x_s + 0.001,
+      secs, res or "ok", t1b or x_s, after or 1)
   end
   local function ends(lines) return #K.ends(logs(lines)) end
   local function ext_hold(t1, o)
@@ -398,6 +399,11 @@ describe("chaos checkers", function()
     assert.equal(1, ends({ early, xt("1.0#1", 1.2, 1) }))
     assert.equal(0, ends({ early, xt("1.0#1", 1.2, 1), "X 1.7 /c/m1/n-a/1.0" }))
     assert.equal(0, ends({ early, xt("1.0#1", 1.2, 0.3) })) -- (ended 1.5)
+    -- an extend in time, yet not held just after: both at once
+    assert.equal(1, ends({ ext_hold(1.15), xt("1.0#1", 1.2, 1, "ok", 1.2,
+      0) }))
+    assert.equal(0, ends({ ext_hold(1.15), "X 1.2 /c/m1/n-a/1.0",
+      xt("1.0#1", 1.2, 1, "ok", 1.2, 0) }))
   end)
 
   it("answers: an update run again (a conflict) wrote nothing", function()

@@ -23,11 +23,13 @@ local FIELDS = {
   W = { "target", "token", "zxid", "v", "pass", "what", "tag", "call", "id",
     "t_s" },
   -- a hold's extend (secs -1: math.huge; t1b: its last is_held() true
-  -- before the call), and a callback told of a hold (a lease's on_lost or
-  -- on_revoke, "lost", "revoke"; a multilock's, "mlost", "mrevoke"; id
-  -- "-": a lease not the worker's, "?": a lock not the multilock's; rel:
-  -- "released" in it, or "kept")
-  XT = { "id", "target", "task", "x_s", "x_e", "secs", "res", "t1b" },
+  -- before the call; after: is_held() just after, 1 or 0), and a
+  -- callback told of a hold (a lease's on_lost or on_revoke, "lost",
+  -- "revoke"; a multilock's, "mlost", "mrevoke"; id "-": a lease not the
+  -- worker's, "?": a lock not the multilock's; rel: "released" in it, or
+  -- "kept")
+  XT = { "id", "target", "task", "x_s", "x_e", "secs", "res", "t1b",
+    "after" },
   CB = { "id", "what", "t", "target", "task", "rel" },
   V = { "target", "token", "which", "zxid", "v", "what" },
   R = { "target", "task", "t0", "held", "a", "b" },
@@ -52,7 +54,7 @@ local FIELDS = {
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
   v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1,
-  x_s = 1, x_e = 1, secs = 1, t1b = 1 }
+  x_s = 1, x_e = 1, secs = 1, t1b = 1, after = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)

@@ -30,25 +30,32 @@ return function(W)
 
   -- Extend the holds (one, or a multilock's members) through
   -- obj:extend(secs), on client c: logged per hold (XT id target task x_s
-  -- x_e secs res t1b; secs -1: math.huge; t1b: the last is_held() true
-  -- before the call).  A multilock's lock_lost may leave the members
-  -- before the one that ended extended: "maybe".  A closed client makes
-  -- extend raise (its misuse): not drawn then.
+  -- x_e secs res t1b after; secs -1: math.huge; t1b: the last is_held()
+  -- true before the call; after: is_held() just after it, 1 or 0).  A
+  -- multilock's lock_lost may leave the members before the one that
+  -- ended extended: "maybe".  A closed client makes extend raise (its
+  -- misuse): not drawn then.
   local function extend(task, holds, checks, obj, secs, c)
     if c and c:state() == "closed" then return end
     for i, h in ipairs(holds) do sample(h, checks[i]()) end
+    local t1b = {}
+    for i, h in ipairs(holds) do t1b[i] = h.t1 end
     local x_s = now()
     local ok, r, _, code = pcall(obj.extend, obj, secs)
     local x_e = now()
+    local after = {}
+    for i, h in ipairs(holds) do
+      after[i] = checks[i]()
+      sample(h, after[i])
+    end
     if not ok then unexpected(task, "extend", r) end
     local res = not ok and "raised" or r and "ok" or
       (#holds > 1 and code == "lock_lost") and "maybe" or tostring(code)
-    for _, h in ipairs(holds) do
+    for i, h in ipairs(holds) do
       L("XT", h.id, h.target, h.task, x_s, x_e,
-        secs == math.huge and -1 or secs, res, h.t1)
+        secs == math.huge and -1 or secs, res, t1b[i], after[i] and 1 or 0)
       if r then h.lim = secs ~= math.huge and x_e + secs or nil end
     end
-    for i, h in ipairs(holds) do sample(h, checks[i]()) end
     return ok and r, code
   end
   W.extend = extend

@@ -21,7 +21,9 @@
 --   extended, not over  an extend that answered lock_lost just after
 --                       is_held() said true, or a release of an
 --                       extended hold that answered lock_lost, before
---                       the hold's limit and with nothing to end it.
+--                       the hold's limit and with nothing to end it; an
+--                       extend that answered ok with is_held() false
+--                       just after it (in time, or not: never both).
 return function(K, U)
   local list, hold_text, windows, in_fault, proc_of = U.list, U.hold_text,
     U.windows, U.in_fault, U.proc_of
@@ -190,6 +192,11 @@ return function(K, U)
       for _, x in ipairs(ext[id] or {}) do
         local lim = U.limit_at(segs, x.x_s).lower
         if x.res == "ok" then extended = true end
+        if x.res == "ok" and x.after == 0 and
+            not reason(w, h, segs, x.x_e + tol, tol, bound) then
+          flag(x.x_e, ("extend answered ok at %.3f, and is_held() was " ..
+            "false just after, nothing to end it: %s"):format(x.x_e, text))
+        end
         if x.res == "lock_lost" and x.x_s - x.t1b < tol and
             x.x_e < lim - tol and x.x_s < t_end and
             not reason(w, h, segs, x.x_e, tol, bound) then
