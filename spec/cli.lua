@@ -7,6 +7,7 @@ local H = require "spec.helpers"
 local C = {}
 
 C.JOB = "spec/workers/cli_job.sh"
+C.ASK = "spec/workers/cli_ask.sh" -- (a job that asks for more time)
 C.LOST, C.TEMPFAIL, C.USAGE, C.UNAVAILABLE = 79, 75, 64, 69
 
 -- the tool as a process: same handle as H.spawn (status, wait, output)
@@ -26,6 +27,18 @@ function C.has_line(file, line)
     if l == line then return true end
   end
   return false
+end
+
+-- the lines of a cli_ask.sh log without their times ("A ask 3"), and
+-- the time of each ({ ["A ask 3"] = t })
+function C.ask_log(file)
+  local events, at = {}, {}
+  for _, l in ipairs(C.log_lines(file)) do
+    local e, t = l:match("^(.-) ([%d.]+)$")
+    events[#events + 1] = e or l
+    if e then at[e] = tonumber(t) end
+  end
+  return events, at
 end
 
 -- wait for a tool process to end: status, output (after_each cleans up)

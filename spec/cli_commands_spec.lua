@@ -42,6 +42,10 @@ describe("zklock (command-line tool)", function()
         { { "run", bad, "/p", "--signal", "BOOM", "--", "true" },
           "--signal: unknown signal 'BOOM' (HUP, INT, QUIT, KILL, USR1, " ..
           "USR2, ALRM, TERM, CONT, STOP, TSTP, PIPE)" },
+        { { "run", bad, "/p", "--heartbeat", "/tmp/hb", "--", "true" },
+          "run: --heartbeat needs --max-hold" },
+        { { "run", bad, "/p", "--max-hold", "1", "--heartbeat=", "true" },
+          "--heartbeat: expected a file name" },
         { { "run", bad, "/p", "--bogus", "--", "true" },
           "run: unknown option --bogus" },
         { { "run", bad, "/p", "--timeout" }, "--timeout needs a value" },

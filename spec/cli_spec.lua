@@ -105,6 +105,115 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
+    -- issue 33, item 2: with --max-hold S the command asks for more time
+    -- (docs/cli.md, "More time"): SIGUSR1 to the tool ($ZKLOCK_PID), or
+    -- --heartbeat FILE touched.  The job (spec/workers/cli_ask.sh) asks
+    -- every 0.5 s and logs each ask with its time; it has no trap for
+    -- SIGUSR1, so a USR1 passed on to its group would end it.
+    local unpack = table.unpack or unpack
+    local S = 1.5
+    local function has_event(log, e)
+      for _, x in ipairs((C.ask_log(log))) do
+        if x == e then return true end
+      end
+      return false
+    end
+    -- "NAME start", "NAME ask 1" .. "NAME ask n", then "NAME " .. each of
+    -- ...
+    local function asks(name, n, ...)
+      local t = { name .. " start" }
+      for i = 1, n do t[#t + 1] = ("%s ask %d"):format(name, i) end
+      for _, e in ipairs({ ... }) do t[#t + 1] = name .. " " .. e end
+      return t
+    end
+    -- the tool running cli_ask.sh, which asks `how` ("usr1" or
+    -- "heartbeat"): the process, and the heartbeat file
+    local function asking(how, path, log, name, count, rel, mode)
+      local hb = H.tmpname("hb")
+      local args = { "run", hosts, path, "--max-hold", S }
+      if how == "heartbeat" then
+        args[#args + 1], args[#args + 2] = "--heartbeat", hb
+      end
+      for _, a in ipairs({ "--", "sh", C.ASK, log, name,
+          how == "usr1" and "usr1" or hb, count, rel, mode }) do
+        args[#args + 1] = a
+      end
+      return start(unpack(args)), hb
+    end
+
+    for _, how in ipairs({ "usr1", "heartbeat" }) do
+      it(("a command that asks for more time (%s) keeps the hold past " ..
+          "its first limit, and ends normally: 0"):format(how), function()
+        local path, log, rel = H.path("cli"), H.tmpname("log"),
+          H.tmpname("rel")
+        -- it asks every 0.5 s until rel exists (at most 120 times)
+        local p, hb = asking(how, path, log, "A", 120, rel, "until")
+        H.wait_until(function()
+          return has_event(log, "A ask 6") or p:status()
+        end, 30, "the job's 6th ask")
+        assert.is_true(has_event(log, "A ask 6"), p:output())
+        -- naps of 3 s since the job started, twice the first limit:
+        -- still held, the command still running
+        assert.equal(1, contenders(path))
+        assert.is_nil(p:status(), p:output())
+        H.write(rel, "")
+        local rc, out = finished(p)
+        assert.equal(0, rc, out)
+        assert.equal("", out)
+        local events = C.ask_log(log)
+        assert.is_true(#events >= 8, table.concat(events, "\n"))
+        assert.same(asks("A", #events - 2, "end"), events)
+        assert.equal(0, contenders(path))
+        os.remove(hb)
+      end)
+
+      it(("a command that stops asking (%s) is signalled S after its last " ..
+          "ask, exit 79; an ask after the end does not revive the hold")
+          :format(how), function()
+        local path, log, rel = H.path("cli"), H.tmpname("log"),
+          H.tmpname("rel")
+        local log2, rel2 = H.tmpname("log"), H.tmpname("rel")
+        -- 4 asks (2 s, past the first limit), then none; on SIGTERM, one
+        -- more ask, and it runs on until rel exists
+        local p, hb = asking(how, path, log, "B", 4, rel, "late")
+        local refused = "zklock: run: lock " .. path .. ": asked for more " ..
+          "time after the hold ended: refused\n"
+        H.wait_until(function()
+          return p:output():find(refused, 1, true) or p:status()
+        end, 30, "the ask after the end to be refused")
+        assert.is_nil(p:status(), p:output())
+        local events, at = C.ask_log(log)
+        assert.same(asks("B", 4, "TERM", "late-ask"), events)
+        -- the hold ended S after the last ask (the job's clock: the ask's
+        -- time taken before it, SIGTERM's after it came)
+        local after = at["B TERM"] - at["B ask 4"]
+        assert.is_true(after >= S - 0.05 and after < S + 10, after)
+        -- not revived: the node is gone, and another takes the lock while
+        -- the command still runs
+        assert.equal(0, contenders(path))
+        H.write(rel2, "")
+        local rc, out = finished(start("run", hosts, path, "--timeout", 30,
+          "--", "sh", JOB, log2, "C", rel2, 0))
+        assert.equal(0, rc, out)
+        assert.same({ "C start", "C end" }, log_lines(log2))
+        assert.is_nil(p:status(), p:output())
+        H.write(rel, "")
+        rc, out = finished(p)
+        assert.equal(LOST, rc, out)
+        assert.matches("^zklock: run: lock " .. path:gsub("%p", "%%%0") ..
+          " lost while the command ran %(its max hold of 1%.5s ran out " ..
+          "after %d+ asks? for more time%); sending SIGTERM to process " ..
+          "group %d+\n", out)
+        -- (said once; the job's shell may say "Terminated" between)
+        local _, n = out:gsub(refused:gsub("%p", "%%%0"), "")
+        assert.equal(1, n, out)
+        assert.same(asks("B", 4, "TERM", "late-ask", "end"),
+          (C.ask_log(log)))
+        assert.equal(0, contenders(path))
+        os.remove(hb)
+      end)
+    end
+
     -- (issue 24, item 8: it said "(the session is connecting)")
     it("lost when ZooKeeper is silent: says for how long, exit 79",
         function()
@@ -172,12 +281,15 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, contenders(path))
     end)
 
-    it("passes its own SIGTERM on to the command", function()
+    it("passes its own SIGTERM on to the command, not SIGUSR1", function()
       local path, log = H.path("cli"), H.tmpname("log")
       local never = H.tmpname("never")
       local p = start("run", hosts, path, "--", "sh", JOB, log, "F", never, 0)
       H.wait_until(function() return has_line(log, "F start") end, 30,
         "the command to start")
+      -- (SIGUSR1, an ask for more time, is neither passed on nor fatal
+      -- without --max-hold: the job has no trap for it)
+      p:kill("USR1")
       p:kill("TERM")
       local rc, out = finished(p)
       assert.equal(143, rc, out)

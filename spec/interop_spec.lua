@@ -458,6 +458,34 @@ describe("interoperability with Curator 5.4 and kazoo 2.8", function()
     wait_ok(p, "Curator revoker")
   end)
 
+  -- (issue 33: a lease is a hold; before, nobody watched a lease node)
+  it("Curator's Revoker reaches a zklock lease's on_revoke callback",
+      function()
+    local zk = client()
+    local sem = zk:semaphore(H.path("interop-revoke-sem"), 2)
+    local other = assert(sem:acquire(5))
+    local lease = assert(sem:acquire(5))
+    local fired = {}
+    sem:on_revoke(function(l)
+      fired[#fired + 1] = l
+      assert.is_true(l:release())
+    end)
+    local p = curator("revoke", srv.connect_string, lease:node())
+    local deadline = now() + 30
+    while #fired == 0 do
+      check_alive(p, "Curator revoker")
+      assert(now() < deadline, "on_revoke never ran")
+      zk:dispatch(0.2)
+    end
+    assert.equal(1, #fired)
+    assert.equal(lease, fired[1])
+    assert.is_false(lease:is_held())
+    assert.is_true(other:is_held()) -- only the lease asked
+    assert.equal("lock_lost", select(3, lease:release()))
+    assert.is_true(other:release())
+    wait_ok(p, "Curator revoker")
+  end)
+
   it("zklock.revoke makes a revocable Curator holder release", function()
     local path = H.path("interop-revoke")
     local ready, done = H.tmpname("ready"), H.tmpname("done")

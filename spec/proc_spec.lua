@@ -144,6 +144,43 @@ describe("zklock.core process functions (the tool's)", function()
     os.remove(out)
   end)
 
+  -- issue 33, item 2: zklock run gives its command ZKLOCK_PID, and reads
+  -- a heartbeat file's time
+  it("spawn's env: set or removed in the child, not in the caller; mtime",
+      function()
+    local out = H.tmpname("env")
+    local pid = assert(core.spawn({ "sh", "-c", 'env >"$0"', out }, nil,
+      false, { ZKLOCK_SPEC_A = "1=%s", PATH = false, ZKLOCK_SPEC_B = "" }))
+    H.wait_until(function() return core.wait(pid, true) ~= "running" end,
+      10, "the child to exit")
+    local env = "\n" .. (H.read(out) or "")
+    assert.matches("\nZKLOCK_SPEC_A=1=%%s\n", env)
+    assert.matches("\nZKLOCK_SPEC_B=\n", env)
+    assert.is_nil(env:find("\nPATH=", 1, true))
+    if os.getenv("HOME") then -- (the rest as it was)
+      assert.matches("\nHOME=" .. os.getenv("HOME"):gsub("%p", "%%%0") ..
+        "\n", env)
+    end
+    assert.is_nil(os.getenv("ZKLOCK_SPEC_A"))
+    assert.is_string(os.getenv("PATH"))
+    local sec, nsec = core.mtime(out)
+    assert.is_true(math.abs(sec - os.time()) < 60 and nsec >= 0 and
+      nsec < 1e9)
+    local r = os.execute(("touch -d @981173106.5 '%s'"):format(out))
+    assert.is_true(r == true or r == 0) -- (5.4, LuaJIT)
+    assert.same({ 981173106, 500000000 }, { core.mtime(out) })
+    os.remove(out)
+    local ok, msg, code = core.mtime(out)
+    assert.same({ nil, "not_found" }, { ok, code })
+    assert.matches("No such file", msg)
+    for _, bad in ipairs({ { [1] = "x" }, { [""] = "x" }, { ["A=B"] = "x" },
+        { A = true }, { A = 1 }, { A = "a\0b" } }) do
+      ok, msg = pcall(core.spawn, { "true" }, nil, false, bad)
+      assert.is_false(ok)
+      assert.matches("bad argument #4 .*env", msg)
+    end
+  end)
+
   it("refuses bad arguments with a clear error", function()
     local bad = {
       { core.spawn, {}, "argv must hold 1 to 65536 strings" },

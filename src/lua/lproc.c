@@ -5,7 +5,7 @@
  * equipment.
  *
  *   core.open_fds()             -> { fd, ... } open now, ascending
- *   core.spawn(argv [, keep [, own_group]])
+ *   core.spawn(argv [, keep [, own_group [, env]]])
  *                               -> pid | nil, msg, "not_found" |
  *                                  "not_executable" | "spawn_failed"
  *   core.wait(pid [, nohang])   -> "running" | "exited", status |
@@ -16,6 +16,8 @@
  *   core.signum(name)           -> signal number, or nil (unknown name)
  *   core.catch_signals({ name, ... })   handlers that only count
  *   core.caught()               -> { name, ... } received since last asked
+ *   core.mtime(path)            -> sec, nsec (the file's modification
+ *                                  time) | nil, msg, "not_found" | "failed"
  *
  * The process has ZooKeeper threads, so the child is started with
  * posix_spawn: glibc's runs only async-signal-safe code between the clone
@@ -33,7 +35,10 @@
  *
  * `own_group`: the child leads a new process group (its pgid is its pid),
  * so that the tool can signal the command with everything it started, and
- * see when all of it is gone (killpg, group_alive).  Signal names are
+ * see when all of it is gone (killpg, group_alive).  `env`: variables set
+ * (a string) or removed (false) in the child's copy of the environment,
+ * { NAME = value }; the tool's own environment is not changed (setenv is
+ * not safe beside the ZooKeeper threads).  Signal names are
  * "TERM", "KILL", ... (a "SIG" prefix is allowed); only those of the table
  * below. */
 #include <dirent.h>
@@ -241,16 +246,75 @@ static void close_all_but(lua_State *L, int idx,
   lua_pop(L, 1); /* keep */
 }
 
+/* The environment for the child: environ's entries whose names are not
+ * keys of the table at idx (nil: none), then "NAME=value" for each string
+ * value of it (false: removed).  The array is a userdata and its new
+ * strings are in a table, both left on the stack (anchored: nothing after
+ * this call uses relative indices below them).  Raises on a bad name or
+ * value. */
+static char **child_env(lua_State *L, int idx) {
+  size_t n = 0, k = 0, i;
+  char **envp;
+  int strs;
+  if (lua_isnil(L, idx)) return environ;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { /* check them, and count */
+    size_t len;
+    const char *name;
+    if (lua_type(L, -2) != LUA_TSTRING) /* (before a tolstring: lua_next) */
+      luaL_argerror(L, 4, "env: a name is not a string");
+    name = lua_tolstring(L, -2, &len);
+    if (len == 0 || strlen(name) != len || strchr(name, '='))
+      luaL_argerror(L, 4, "env: a name is empty, or holds '=' or NUL");
+    if (!(lua_type(L, -1) == LUA_TSTRING && strlen(lua_tostring(L, -1)) ==
+          zkl_rawlen(L, -1)) &&
+        !(lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)))
+      luaL_argerror(L, 4, lua_pushfstring(L, "env.%s: a string without NUL "
+                    "or false expected", name));
+    n++;
+    lua_pop(L, 1);
+  }
+  for (i = 0; environ[i]; i++) n++;
+  envp = (char **)lua_newuserdata(L, sizeof(char *) * (n + 1));
+  lua_newtable(L);
+  strs = lua_gettop(L);
+  for (i = 0; environ[i]; i++) {
+    const char *eq = strchr(environ[i], '=');
+    if (eq) { /* (an entry without '=': kept as it is) */
+      lua_pushlstring(L, environ[i], (size_t)(eq - environ[i]));
+      lua_rawget(L, idx);
+      if (!lua_isnil(L, -1)) { lua_pop(L, 1); continue; }
+      lua_pop(L, 1);
+    }
+    envp[k++] = environ[i];
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *s = lua_pushfstring(L, "%s=%s", lua_tostring(L, -2),
+                                      lua_tostring(L, -1));
+      envp[k++] = (char *)s;
+      lua_rawseti(L, strs, (int)k);
+    }
+    lua_pop(L, 1);
+  }
+  envp[k] = NULL;
+  return envp;
+}
+
 static int lproc_spawn(lua_State *L) {
   int n, i, rc, own_group;
   const char **argv;
+  char **envp;
   spawn_box *box;
   pid_t pid;
   char *file = NULL;
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   own_group = lua_toboolean(L, 3);
-  lua_settop(L, 2); /* (index 2 is `keep` or nil from here on) */
+  if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
+  lua_settop(L, 4); /* (2: `keep` or nil, 4: `env` or nil, from here on) */
+  envp = child_env(L, 4);
   n = (int)zkl_rawlen(L, 1);
   luaL_argcheck(L, n >= 1 && n <= ZKL_MAX_ARGS, 1,
                 "argv must hold 1 to 65536 strings");
@@ -288,7 +352,7 @@ static int lproc_spawn(lua_State *L) {
   rc = find_command(argv[0], &file);
   if (rc == 0) {
     rc = posix_spawn(&pid, file, &box->fa, &box->attr, (char *const *)argv,
-                     environ);
+                     envp);
     free(file);
   }
   spawn_box_free(box);
@@ -448,6 +512,24 @@ static int lproc_caught(lua_State *L) {
   return 1;
 }
 
+/* core.mtime(path): the modification time of the file at path (stat:
+ * a symbolic link followed), as seconds and nanoseconds; for `zklock run
+ * --heartbeat`, which compares the two with the last ones it saw. */
+static int lproc_mtime(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(e));
+    lua_pushstring(L, e == ENOENT || e == ENOTDIR ? "not_found" : "failed");
+    return 3;
+  }
+  lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec);
+  lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_nsec);
+  return 2;
+}
+
 void zkl_open_proc(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "open_fds", lproc_open_fds },
@@ -459,6 +541,7 @@ void zkl_open_proc(lua_State *L) {
     { "signum", lproc_signum },
     { "catch_signals", lproc_catch_signals },
     { "caught", lproc_caught },
+    { "mtime", lproc_mtime },
     { NULL, NULL }
   };
   luaL_setfuncs(L, funcs, 0);

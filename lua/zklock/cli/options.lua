@@ -33,7 +33,12 @@ run: run CMD while holding the mutex at PATH (Curator InterProcessMutex
 nodes), a distributed flock(1).
   --timeout S        wait at most S seconds for the lock (default, or
                      inf: for ever)
-  --max-hold S       end the hold after S seconds, as a lost lock
+  --max-hold S       end the hold after S seconds, as a lost lock; each
+                     ask of CMD's moves the end to S seconds from then:
+                     SIGUSR1 to the tool (kill -USR1 "$ZKLOCK_PID")
+  --heartbeat FILE   with --max-hold: FILE's modification time moving
+                     (touch "$ZKLOCK_HEARTBEAT") is an ask too; looked
+                     at every S/10 seconds (at most 1)
   --signal NAME      sent to CMD when the lock is lost (default TERM)
   --kill-after S     KILL, if CMD still runs S seconds after the first
                      signal it was sent (that one, or TERM, INT, HUP
@@ -43,8 +48,9 @@ nodes), a distributed flock(1).
                      group ended
   --id TEXT          written into the lock node; `zklock holders` shows it
                      (default: "zklock run HOST pid N: CMD", without ARGs)
-CMD runs in a process group of its own: signals go to the whole group,
-and the lock is held until every process of the group has ended.
+CMD runs in a process group of its own: signals go to the whole group
+(not SIGUSR1: an ask), and the lock is held until every process of the
+group has ended.  After the hold ended, an ask is refused.
 holders: the holder(s) of the lock (mutex, read/write lock, or with
   --leases N a semaphore of N leases): one line each, tab-separated:
   node, session, token, id.
@@ -134,6 +140,10 @@ local KINDS = {
     return (v:gsub("^SIG", ""))
   end,
   text = function(_, v) return v end,
+  file = function(name, v)
+    if v == "" then usage_error("--%s: expected a file name", name) end
+    return v
+  end,
 }
 local FLAG = {} -- (an option without a value)
 
@@ -145,7 +155,7 @@ local COMMON = { ["session-timeout"] = "secs_pos",
 local COMMANDS = {
   run = { ["timeout"] = "timeout", ["max-hold"] = "secs_pos",
     ["signal"] = "signal", ["kill-after"] = "secs", ["id"] = "text",
-    ["revocable"] = "flag" },
+    ["revocable"] = "flag", ["heartbeat"] = "file" },
   holders = { ["leases"] = "count" },
   revoke = { ["leases"] = "count" },
   ["wait-barrier"] = { ["timeout"] = "timeout" },
@@ -197,6 +207,9 @@ local function parse(cmd, args, i)
     for k = rest or #args + 1, #args do argv[#argv + 1] = args[k] end
     if #argv == 0 then usage_error("run: no command given") end
     if argv[1] == "" then usage_error("run: the command is empty") end
+    if opts.heartbeat and not opts.max_hold then
+      usage_error("run: --heartbeat needs --max-hold")
+    end
   elseif rest and rest <= #args then
     usage_error("%s: unexpected argument '%s'", cmd, args[rest])
   end
