@@ -91,6 +91,14 @@ return function(W)
   end
   W.maybe_extend = maybe_extend
 
+  -- Now and then (lease_write), work hold h up to just before its limit
+  -- (15 ms at most), so that the write that follows may meet its end.
+  function W.near_end(h, check)
+    if h.lim and R4:chance(focus == "lease_write" and 0.5 or 0.15) then
+      wait_until(h.lim - R4:float() * 0.015, { h }, { check })
+    end
+  end
+
   -- ---------------------------------------------------------------------------
   -- the callbacks of leases and multilocks
 

@@ -54,6 +54,7 @@ return function(W)
         sample(h, check())
         work(R4:pick({ 0.01, 0.05, 0.2 }), { h }, { check }, task)
         W.maybe_extend(task, h, sem, check, zk)
+        W.near_end(h, check)
         local v, tag = counter_value(data) + 1, write_tag()
         last = { v = v, tag = tag, token = sem:token() or h.token }
         L("P", t.name, last.token, v, tag)
@@ -119,6 +120,7 @@ return function(W)
       -- this one)
       W.maybe_extend(task, h, R4:chance(0.5) and sem or lease, check, zk)
       if W.lwrite and R4:chance(focus == "lease_write" and 0.6 or 0.3) then
+        W.near_end(h, check)
         fenced_increment(task, notes(t), R4:chance(0.5) and sem or lease,
           h.token, false, h)
       end
@@ -140,6 +142,7 @@ return function(W)
         local by_sem = R4:chance(0.5)
         local opts, v, tag
         if write then -- with the release: the semaphore's notes
+          W.near_end(h, function() return lease:is_held(), lease:node() end)
           local data = zk:get(t.notes, plan.st)
           seen(notes(t), data, "get")
           v, tag = counter_value(data) + 1, write_tag()

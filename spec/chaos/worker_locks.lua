@@ -250,6 +250,7 @@ return function(W)
     W.maybe_extend(task, h, obj, check, zk)
     work(pick_work(), { h }, { check }, task)
     if guarded then -- its value plus one, written with the release
+      W.near_end(h, check)
       local v, tag = counter_value(data) + 1, write_tag()
       L("P", t.name, h.token, v, tag)
       local r, err, zxid = released(h, function()
