@@ -192,7 +192,7 @@ return function(K, U)
       for _, x in ipairs(ext[id] or {}) do
         local lim = U.limit_at(segs, x.x_s).lower
         if x.res == "ok" then extended = true end
-        if x.res == "ok" and x.after == 0 and
+        if x.res == "ok" and x.after == 0 and x.x_s <= t_end and
             not reason(w, h, segs, x.x_e + tol, tol, bound) then
           flag(x.x_e, ("extend answered ok at %.3f, and is_held() was " ..
             "false just after, nothing to end it: %s"):format(x.x_e, text))
