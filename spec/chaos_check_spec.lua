@@ -354,6 +354,12 @@ describe("chaos checkers", function()
     assert.equal(0, ends(rev))
     rev[1] = ext_hold(1.15, { rel = "ok", rel_t = 1.4, mh = 0 })
     assert.equal(1, ends(rev))
+    -- (over by the callback's end: a multilock's members go one by one)
+    rev = { ext_hold(1.25, { mh = 0 }), "Y 1.05 m1",
+      "CB 1.0#1 mrevoke 1.2 m1 a/1.0 released 1.3" }
+    assert.equal(0, ends(rev))
+    rev[1] = ext_hold(1.35, { mh = 0 })
+    assert.equal(1, ends(rev))
   end)
 
   it("ends: callbacks name the worker's holds, told once, before the " ..

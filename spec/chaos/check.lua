@@ -27,10 +27,10 @@ local FIELDS = {
   -- callback told of a hold (a lease's on_lost or on_revoke, "lost",
   -- "revoke"; a multilock's, "mlost", "mrevoke"; id "-": a lease not the
   -- worker's, "?": a lock not the multilock's; rel: "released" in it, or
-  -- "kept")
+  -- "kept"; t, t_e: the callback's start and end)
   XT = { "id", "target", "task", "x_s", "x_e", "secs", "res", "t1b",
     "after" },
-  CB = { "id", "what", "t", "target", "task", "rel" },
+  CB = { "id", "what", "t", "target", "task", "rel", "t_e" },
   V = { "target", "token", "which", "zxid", "v", "what" },
   R = { "target", "task", "t0", "held", "a", "b" },
   BS = { "target", "t" },

@@ -108,7 +108,7 @@ return function(W)
   W.hold_of = hold_of
 
   -- A lease's callback, for `what` ("lost", "revoke"): logged (CB id what
-  -- t target task rel), and the lease released in it if its hold drew so
+  -- t target task rel t_e: its start and end), and the lease released in it if its hold drew so
   -- (h.cb_rel[what]); its owner's release then answers lock_lost.
   local function lease_callback(what, tname)
     return function(lease)
@@ -122,7 +122,7 @@ return function(W)
         if ok then h.cb_released = true end
       end
       L("CB", h and h.id or "-", what, t, h and h.target or tname,
-        h and h.task or "-", rel)
+        h and h.task or "-", rel, now())
     end
   end
 
@@ -155,7 +155,7 @@ return function(W)
           if ok then release_in.done = true end
         end
         L("CB", h and h.id or "?", "m" .. what, t, h and h.target or "-",
-          h and h.task or "-", rel)
+          h and h.task or "-", rel, now())
       end
     end
     local which = R4:pick({ "both", "lost", "revoke" })

@@ -5,10 +5,11 @@
 --
 --   ended stays ended   once a hold is over (its limit passed, as its
 --                       max_hold and extends set it, plus the margin;
---                       its on_lost told; released in its own callback;
---                       its client closed), no extend of it answers ok,
---                       no write under it lands, is_held() is not true
---                       and its release does not answer ok;
+--                       its on_lost told; released in its own callback,
+--                       by the callback's end; its client closed), no
+--                       extend of it answers ok, no write under it
+--                       lands, is_held() is not true and its release
+--                       does not answer ok;
 --   callbacks true      a lease's on_lost and on_revoke, a multilock's
 --                       (fn(ml, member)), name a hold of the worker's
 --                       (a lease it holds, a member of that multilock),
@@ -158,7 +159,12 @@ return function(K, U)
               "of %s): %s"):format(name, c.t, h.target, text))
           end
         end
-        if c.rel == "released" then ends(c.t, "released in its " .. name) end
+        -- (a multilock's members are let go of one after the other: the
+        -- callback's end)
+        if c.rel == "released" then
+          ends(type(c.t_e) == "number" and c.t_e or c.t,
+            "released in its " .. name)
+        end
       end
       if h.cl and w.closed[h.cl] then ends(w.closed[h.cl], "its client closed") end
 
