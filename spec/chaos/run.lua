@@ -58,13 +58,15 @@ C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
 -- cohort passes, lingering nodes and downgrades)
 C.NEEDS = { cohort_write = { cohort = true }, renew = { cohort = true },
   extend = { cohort = true, linger = true, downgrade = true } }
--- The seeds that found them on the code before issue 22, and issue 32's
--- defects 1 (cohort_write) and 3 (renew) on the code before its fixes
--- (docs/testing.md, "What the chaos run found"): make chaos-found
--- replays each, focused; on the fixed code, every one passes.
+-- The seeds that found them on the code before issue 22, issue 32's
+-- defects 1 (cohort_write) and 3 (renew) on the code before its fixes,
+-- and issue 33's multilock released in its callback, whose other members
+-- raised (lease_ends) (docs/testing.md, "What the chaos run found"):
+-- make chaos-found replays each, focused; on the fixed code, every one
+-- passes.
 C.FOUND = { { "downgrade", 2 }, { "smutex_shared", 1 },
   { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 },
-  { "cohort_write", 1 }, { "renew", 4 } }
+  { "cohort_write", 1 }, { "renew", 4 }, { "lease_ends", 1 } }
 
 -- How the sessions of a standalone run are secured (docs/security.md):
 -- drawn from the seed (its own stream: the other draws stay as they

@@ -152,7 +152,8 @@ return function(W)
     local by_lock, release_in, cbs, opts = {}, {}, nil, nil
     if W.lends and R4:chance(focus == "lease_ends" and 0.7 or 0.3) then
       cbs = R4:pick({ "before", "after" })
-      release_in.revoke, release_in.lost = R4:chance(0.7), R4:chance(0.3)
+      release_in.revoke = R4:chance(focus == "lease_ends" and 0.9 or 0.7)
+      release_in.lost = R4:chance(0.3)
       if cbs == "before" then W.multi_callbacks(ml, by_lock, release_in) end
     end
     if (W.ext or W.lends) and R4:chance(0.3) then
@@ -174,8 +175,20 @@ return function(W)
       checks[i] = function() return m.l:is_held(), m.l:node() end
     end
     if cbs == "after" then W.multi_callbacks(ml, by_lock, release_in) end
+    local d = pick_work()
+    if cbs and R4:chance(focus == "lease_ends" and 0.5 or 0.1) then
+      -- a member revoked while it holds (by another coroutine, as the
+      -- workers' and the chaos actor's revocations are logged: Y)
+      local who, at = R4:pick(members).t, R4:float() * 0.3
+      d = math.max(d, at + 0.3) -- (the hold hears it)
+      spawn("revoker", function()
+        sleep(at)
+        L("Y", now(), who.name)
+        pcall(W.zklock.revoke, zk, who.path)
+      end)
+    end
     W.maybe_extend(task, holds, ml, checks, zk)
-    work(pick_work(), holds, checks, task)
+    work(d, holds, checks, task)
     for i, m in ipairs(members) do
       if m.kind == "mutex" and R:chance(0.5) then
         fenced_increment(task, m.t, m.l, holds[i].token, nil, holds[i])
