@@ -232,9 +232,9 @@ chaos: deps all
 	  $(if $(ONLY),only=$(ONLY)) $(if $(FOCUS),focus=$(FOCUS)) \
 	  $(if $(TRANSPORT),transport=$(TRANSPORT))
 
-# make chaos-found: the seeds that found issue 22's compositions and
-# issue 32's defects 1 and 3, each replayed in the quick profile, focused
-# on its own (~2.5 min)
+# make chaos-found: the seeds that found issue 22's compositions, issue
+# 32's defects 1 and 3 and issue 33's multilock defect, each replayed in
+# the quick profile, focused on its own (~3 min)
 chaos-found: deps all
 	@sh spec/in_rundir.sh chaos lua5.4 spec/chaos/run.lua found
 

@@ -12,12 +12,14 @@ local PLAN = { targets = {
 } }
 
 -- H kind target task ts t0 t1 lost flip token mh rel_t rel_e rel pass node
+-- [cl id]
 local function hold(kind, target, task, t0, t1, o)
   o = o or {}
   return ("H %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s"):format(kind,
     target, task, o.ts or -1, t0, t1, o.lost or -1, o.flip or 0,
     o.token or 1, o.mh or 0, o.rel_t or t1, o.rel_e or t1, o.rel or "ok",
-    o.pass or 0, o.node or ("/c/" .. target .. "/n-" .. task))
+    o.pass or 0, o.node or ("/c/" .. target .. "/n-" .. task)) ..
+    ((o.cl or o.id) and (" " .. (o.cl or "-") .. " " .. (o.id or "-")) or "")
 end
 
 local function logs(lines) return K.parse(table.concat(lines, "\n")) end
@@ -135,7 +137,7 @@ describe("chaos checkers", function()
       "C 1.0/2 1.5" }))
     -- a release that answered closed (H's last field: its client)
     local rel = hold("mutex", "m1", "g1/1.0", 1, 2,
-      { rel = "closed", rel_t = 3, rel_e = 3.1 }) .. " 1.0/2"
+      { rel = "closed", rel_t = 3, rel_e = 3.1, cl = "1.0/2" })
     assert.equal(1, answers({ rel }))
     assert.equal(0, answers({ rel, "C 1.0/2 2.9" }))
     -- a barrier wait and a double barrier on the process's shared client
@@ -297,6 +299,150 @@ describe("chaos checkers", function()
     assert.equal(1, #K.dbarrier(logs(behind), PLAN))
     behind[5] = "F kill 3 3 2"
     assert.equal(0, #K.dbarrier(logs(behind), PLAN, 4))
+  end)
+
+  -- issue 33: holds' limits moved by extend, how holds end, callbacks.
+  -- XT id target task x_s x_e secs res t1b after; CB id what t target
+  -- task rel
+  local function xt(id, x_s, secs, res, t1b, after)
+    return ("XT %s m1 a/1.0 %s %s %s %s %s %s"):format(id, x_s, x_s + 0.001,
+      secs, res or "ok", t1b or x_s, after or 1)
+  end
+  local function ends(lines) return #K.ends(logs(lines)) end
+  local function ext_hold(t1, o)
+    o = o or {}
+    o.mh, o.ts, o.id, o.cl = o.mh or 0.5, o.ts or 0.9, "1.0#1", "1.0/0"
+    -- (released late, as lost, unless told)
+    o.rel, o.rel_t = o.rel or "lock_lost", o.rel_t or 9
+    o.rel_e = o.rel_e or o.rel_t
+    return hold("mutex", "m1", "a/1.0", 1, t1, o)
+  end
+
+  it("contract: an extended hold believed until its new limit, not after; " ..
+     "an extend that answered lock_lost moves nothing", function()
+    local function n(lines) return #K.contract(logs(lines)) end
+    -- max_hold 0.5 from 1, extended at 1.3 by 1 s: held until 2.3
+    assert.equal(0, n({ ext_hold(2.2), xt("1.0#1", 1.3, 1) }))
+    assert.equal(1, n({ ext_hold(2.7), xt("1.0#1", 1.3, 1) }))
+    assert.equal(1, n({ ext_hold(2.2), xt("1.0#1", 1.3, 1, "lock_lost") }))
+    assert.equal(0, n({ ext_hold(9, { rel_t = 9 }), xt("1.0#1", 1.3, -1) }))
+    -- believed past the first limit before the extend came
+    assert.equal(1, n({ ext_hold(2.2), xt("1.0#1", 1.9, 1, "ok", 1.8) }))
+    -- released ok past the new limit
+    assert.equal(1, n({ ext_hold(2.2, { rel = "ok", rel_t = 2.7 }),
+      xt("1.0#1", 1.3, 1) }))
+  end)
+
+  it("ends: an ended hold stays ended: no extend ok, no write landed, " ..
+     "is_held() false, release not ok", function()
+    -- past its limit (1.5 + margin): an extend, a fenced write
+    assert.equal(1, ends({ ext_hold(1.4), xt("1.0#1", 1.9, 1) }))
+    assert.equal(0, ends({ ext_hold(1.4), xt("1.0#1", 1.6, 1),
+      xt("1.0#1", 2.4, 1) }))
+    local w = "W m1 5 100 1 0 ok 1.0:1 fenced 1.0#1 "
+    assert.equal(1, ends({ ext_hold(1.4), w .. "1.9" }))
+    assert.equal(0, ends({ ext_hold(1.4), w .. "1.4" }))
+    -- its on_lost told at 1.2 (its node deleted at 1.1)
+    local lost = { ext_hold(1.15, { node = "/c/m1/x", mh = 0 }),
+      "X 1.1 /c/m1/x", "CB 1.0#1 lost 1.2 m1 a/1.0 kept" }
+    assert.equal(0, ends(lost))
+    lost[1] = ext_hold(1.3, { node = "/c/m1/x", mh = 0 })
+    assert.equal(1, ends(lost))
+    -- released in its on_revoke: its owner's release says lock_lost
+    local rev = { ext_hold(1.15, { rel = "lock_lost", rel_t = 1.4, mh = 0 }),
+      "Y 1.05 m1", "CB 1.0#1 revoke 1.2 m1 a/1.0 released" }
+    assert.equal(0, ends(rev))
+    rev[1] = ext_hold(1.15, { rel = "ok", rel_t = 1.4, mh = 0 })
+    assert.equal(1, ends(rev))
+    -- (over by the callback's end: a multilock's members go one by one)
+    rev = { ext_hold(1.25, { mh = 0 }), "Y 1.05 m1",
+      "CB 1.0#1 mrevoke 1.2 m1 a/1.0 released 1.3" }
+    assert.equal(0, ends(rev))
+    rev[1] = ext_hold(1.35, { mh = 0 })
+    assert.equal(1, ends(rev))
+  end)
+
+  it("ends: callbacks name the worker's holds, told once, before the " ..
+     "release, and only when true", function()
+    local h = ext_hold(1.15, { mh = 0, node = "/c/m1/x" })
+    assert.equal(1, ends({ "CB - lost 1.2 s1 - kept" }))
+    assert.equal(1, ends({ "CB ? mlost 1.2 m1 - kept" }))
+    -- on_lost: its node deleted, a fault, its client's state, its limit
+    assert.equal(1, ends({ h, "CB 1.0#1 lost 1.2 m1 a/1.0 kept" }))
+    assert.equal(0, ends({ h, "X 1.1 /c/m1/x", "CB 1.0#1 lost 1.2 m1 " ..
+      "a/1.0 kept" }))
+    assert.equal(0, ends({ h, "F cut 1.05 1.06 all", "CB 1.0#1 lost 1.2 " ..
+      "m1 a/1.0 kept" }))
+    assert.equal(0, ends({ h, "Z 1.0/0 suspended 1.1", "CB 1.0#1 mlost " ..
+      "1.2 m1 a/1.0 kept" }))
+    assert.equal(0, ends({ ext_hold(1.15), "CB 1.0#1 lost 1.41 m1 a/1.0 " ..
+      "kept" })) -- (max_hold 0.5 from the acquire's start, 0.9)
+    assert.equal(1, ends({ ext_hold(1.15), xt("1.0#1", 1.2, 1),
+      "CB 1.0#1 lost 1.5 m1 a/1.0 kept" })) -- (extended to 2.2)
+    -- told twice, or after the owner's release
+    assert.equal(1, ends({ h, "X 1.1 /c/m1/x", "CB 1.0#1 lost 1.16 m1 " ..
+      "a/1.0 kept", "CB 1.0#1 lost 1.17 m1 a/1.0 kept" }))
+    assert.equal(1, ends({ ext_hold(1.15, { mh = 0, rel_t = 1.16 }),
+      "Y 1.1 m1", "CB 1.0#1 revoke 1.2 m1 a/1.0 kept" }))
+    -- on_revoke: only once someone asked, since the hold began
+    assert.equal(1, ends({ h, "CB 1.0#1 revoke 1.1 m1 a/1.0 kept" }))
+    assert.equal(0, ends({ h, "Y 1.05 m1", "CB 1.0#1 mrevoke 1.1 m1 " ..
+      "a/1.0 kept" }))
+    assert.equal(1, ends({ h, "Y -20 m1", "CB 1.0#1 revoke 1.1 m1 " ..
+      "a/1.0 kept" }))
+  end)
+
+  it("ends: an extended hold is not over before its new limit", function()
+    -- an extend that answered lock_lost just after is_held() said true
+    assert.equal(1, ends({ ext_hold(1.15), xt("1.0#1", 1.2, 1, "lock_lost",
+      1.2) }))
+    assert.equal(0, ends({ ext_hold(1.15), xt("1.0#1", 1.2, 1, "lock_lost",
+      1.1) })) -- (not believed just before: no claim)
+    assert.equal(0, ends({ ext_hold(1.15), "F expire 1.1 1.15 all",
+      xt("1.0#1", 1.2, 1, "lock_lost", 1.2) }))
+    -- a release of an extended hold answering lock_lost early
+    local early = ext_hold(1.15, { rel = "lock_lost", rel_t = 1.8 })
+    assert.equal(1, ends({ early, xt("1.0#1", 1.2, 1) }))
+    assert.equal(0, ends({ early, xt("1.0#1", 1.2, 1), "X 1.7 /c/m1/n-a/1.0" }))
+    assert.equal(0, ends({ early, xt("1.0#1", 1.2, 0.3) })) -- (ended 1.5)
+    -- an extend in time, yet not held just after: both at once
+    assert.equal(1, ends({ ext_hold(1.15), xt("1.0#1", 1.2, 1, "ok", 1.2,
+      0) }))
+    assert.equal(0, ends({ ext_hold(1.15), "X 1.2 /c/m1/n-a/1.0",
+      xt("1.0#1", 1.2, 1, "ok", 1.2, 0) }))
+  end)
+
+  it("answers: an update run again (a conflict) wrote nothing", function()
+    local w = { "W s1 5 0 3 0 refused 1.0:7 update 1.0#1 2" }
+    assert.equal(0, answers(w))
+    w[2] = "G s1 1.0:7 4.5 update"
+    assert.equal(1, answers(w))
+    assert.matches("was run again %(a conflict%)", K.answers(logs(w))[1].text)
+    -- a lease's write with the release, to the semaphore's notes
+    assert.equal(1, answers({ "W s1n 5 0 3 0 lost 1.0:8 release 1.0#2 2",
+      "G s1n 1.0:8 9 final" }))
+  end)
+
+  it("exclusion: a lease counts until its node's deletion; one of no " ..
+     "known node until any lease's", function()
+    local three = { hold("lease", "s1", "a/1.0", 1, 3,
+      { node = "/c/s1/leases/x" }), hold("lease", "s1", "b/2.0", 1.5, 3),
+      hold("lease", "s1", "c/3.0", 2, 4) }
+    assert.equal(1, #K.exclusion(logs(three), PLAN))
+    three[4] = "X 1.8 /c/s1/leases/x"
+    assert.equal(0, #K.exclusion(logs(three), PLAN))
+    three[1] = hold("lease", "s1", "a/1.0", 1, 3, { node = "-" })
+    assert.equal(0, #K.exclusion(logs(three), PLAN))
+    three[4] = nil
+    assert.equal(1, #K.exclusion(logs(three), PLAN))
+  end)
+
+  it("fencing: a semaphore's leases write in any token order; its " ..
+     "counter stays exact", function()
+    local l = logs({ "W s1 7 100 1 0 ok", "W s1 5 110 2 0 ok" })
+    assert.equal(0, #K.fencing(l, { s1 = 2 }, PLAN))
+    assert.equal(1, #K.fencing(l, { s1 = 1 }, PLAN)) -- (an update lost)
+    assert.equal(1, #K.fencing(l, { s1 = 2 })) -- (no plan: all in order)
   end)
 
   it("check: processes that crashed or hung, orphans, and the line",

@@ -236,4 +236,38 @@ describe("a multilock's members are holds", function()
     assert.same({}, b:participants())
     assert.equal("lock_lost", select(3, ml:release()))
   end)
+
+  -- (found by the chaos run: make chaos PROFILE=chaos SEED=41
+  -- FOCUS=lease_ends, a member's fenced_set after its multilock was
+  -- released in on_revoke raised "not held by the calling coroutine")
+  it("every member released in the multilock's callback has ended for " ..
+     "its owner, not only the one the news was about", function()
+    local pa, pb = H.path("ml-ea"), H.path("ml-eb")
+    local a, b = zk:mutex(pb), zk:semaphore_mutex(pa) -- (b: first, by path)
+    local ml = zk:multilock({ a, b })
+    local told
+    ml:on_revoke(function(m, member)
+      told = member
+      assert.is_true(m:release())
+    end)
+    assert(ml:acquire(5))
+    assert.equal(1, zklock.revoke(zk2, pb)) -- (a's: released last)
+    H.wait_until(function()
+      zk:dispatch(0.05)
+      return told ~= nil
+    end, 20, "the multilock's on_revoke")
+    assert.equal(a, told)
+    local data = H.path("ml-e-data")
+    for _, l in ipairs({ a, b }) do
+      assert.is_false(l:is_held())
+      assert.equal("lock_lost", select(3, l:fenced_set(data, "x")))
+      assert.equal("lock_lost", select(3, l:extend(1)))
+    end
+    assert.equal("lock_lost", select(3, ml:release()))
+    assert.is_nil(zk:get(data))
+    -- and the owner takes them again afresh
+    assert(ml:acquire(5))
+    assert.is_true(a:is_held() and b:is_held())
+    assert.is_true(ml:release())
+  end)
 end)

@@ -157,7 +157,12 @@ function MultiLock:release()
   local r1, r2, r3 = true, nil, nil
   for i = #m.locks, 1, -1 do
     local l = m.locks[i]
-    local fine, ok, msg, code = pcall(l.release, l)
+    -- (in this multilock's callback every member's hold ends for its
+    -- owner as in its own callback, not only the one the news is about:
+    -- its owner hears lock_lost from it, as from the multilock)
+    local own = m.ended[co] and unbox(l).owners[co]
+    local fine, ok, msg, code = pcall(events.acting_about, own and own.key,
+      l.release, l)
     if not fine then -- (not held any more: released behind our back)
       ok, msg, code = nil, ("was not held any more (%s)"):format(
         tostring(ok)), "lock_lost"

@@ -6,7 +6,8 @@
 -- docs/testing.md, "The chaos run".  This file parses the logs and runs
 -- the checkers, which live in spec/chaos/checks/: holds.lua (exclusion,
 -- fencing, rw), contract.lua (contract, waits), answers.lua (each error
--- code true of the world: part of the contract), order.lua (fifo,
+-- code true of the world: part of the contract), ends.lua (how holds end:
+-- extend, callbacks; part of the contract too), order.lua (fifo,
 -- wedges), barriers.lua (barrier, dbarrier), what they share in util.lua.
 local K = {}
 
@@ -15,11 +16,21 @@ local function num(s) return tonumber(s) end
 -- field specs: name list per line kind (the last field takes the rest)
 local FIELDS = {
   H = { "kind", "target", "task", "ts", "t0", "t1", "lost", "flip", "token",
-    "mh", "rel_t", "rel_e", "rel", "pass", "node", "cl" },
+    "mh", "rel_t", "rel_e", "rel", "pass", "node", "cl", "id" },
   A = { "kind", "target", "task", "t_s", "t_q", "t_e", "res", "code",
     "timeout", "cl", "e0", "e1" },
   P = { "target", "token", "v", "tag" },
-  W = { "target", "token", "zxid", "v", "pass", "what", "tag", "call" },
+  W = { "target", "token", "zxid", "v", "pass", "what", "tag", "call", "id",
+    "t_s" },
+  -- a hold's extend (secs -1: math.huge; t1b: its last is_held() true
+  -- before the call; after: is_held() just after, 1 or 0), and a
+  -- callback told of a hold (a lease's on_lost or on_revoke, "lost",
+  -- "revoke"; a multilock's, "mlost", "mrevoke"; id "-": a lease not the
+  -- worker's, "?": a lock not the multilock's; rel: "released" in it, or
+  -- "kept"; t, t_e: the callback's start and end)
+  XT = { "id", "target", "task", "x_s", "x_e", "secs", "res", "t1b",
+    "after" },
+  CB = { "id", "what", "t", "target", "task", "rel", "t_e" },
   V = { "target", "token", "which", "zxid", "v", "what" },
   R = { "target", "task", "t0", "held", "a", "b" },
   BS = { "target", "t" },
@@ -42,7 +53,8 @@ local FIELDS = {
 }
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
-  v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1 }
+  v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1,
+  x_s = 1, x_e = 1, secs = 1, t1b = 1, after = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)
@@ -74,7 +86,7 @@ end
 
 local U = dofile("spec/chaos/checks/util.lua")
 local list = U.list
-for _, m in ipairs({ "holds", "contract", "answers", "order",
+for _, m in ipairs({ "holds", "contract", "answers", "ends", "order",
     "barriers" }) do
   dofile("spec/chaos/checks/" .. m .. ".lua")(K, U)
 end
@@ -91,7 +103,7 @@ function K.check(logs, env)
   local after = 2 * st + 2
   local res = {
     exclusion = K.exclusion(logs, env.plan),
-    fencing = K.fencing(logs, env.finals),
+    fencing = K.fencing(logs, env.finals, env.plan),
     rw = K.rw(logs),
     contract = K.contract(logs),
     waits = K.waits(logs, env.wait_bound or (3 * st + 5)),
@@ -102,8 +114,12 @@ function K.check(logs, env)
     processes = {},
     orphans = {},
   }
-  -- (an untrue answer breaks the contract too: checks/answers.lua)
+  -- (an untrue answer breaks the contract too: checks/answers.lua; and
+  -- a hold's end not kept, or a callback's untrue news: checks/ends.lua)
   for _, x in ipairs(K.answers(logs)) do
+    res.contract[#res.contract + 1] = x
+  end
+  for _, x in ipairs(K.ends(logs, nil, after, 3 * st + 5)) do
     res.contract[#res.contract + 1] = x
   end
   for _, p in ipairs(env.processes or {}) do

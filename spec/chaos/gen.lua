@@ -110,8 +110,12 @@ function G.plan(seed, root, workers, opts, focus)
       counter = root .. "/data/sm" .. i })
   end
   for i = 1, COUNTS.sem do
+    -- (its counter: with_lock's updates alone, conditional, so exact
+    -- across the leases; its notes: the leases' unconditional fenced
+    -- writes and writes with the release, whose answers are checked)
     add({ name = "s" .. i, kind = "sem", path = root .. "/s" .. i,
-      n = r:int(2, 3) })
+      n = r:int(2, 3), counter = root .. "/data/s" .. i,
+      notes = root .. "/data/s" .. i .. "n" })
   end
   add({ name = "l1", kind = "latch", path = root .. "/l1" })
   add({ name = "sel1", kind = "selector", path = root .. "/sel1" })

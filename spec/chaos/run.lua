@@ -42,16 +42,31 @@ C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
 -- update); renew, cohort waiters queued long when a session expires and
 -- the client renews it (focused, a profile with no faults gets the
 -- proxies' stall, "expire", every ~4 s).
+-- Issue 33 added three (each drawn from worker streams of its own, so
+-- that the programs of the seeds on record stay what they were when it
+-- is left out): lease_ends, leases with on_lost and on_revoke (set before
+-- or after the acquire, releasing or not), revoked by the chaos actor and
+-- the workers, their nodes deleted by the chaos actor, and a multilock's
+-- on_lost and on_revoke; lease_write, a lease's fenced_set and write with
+-- the release, with_lock's update under a semaphore of several leases
+-- (a counter kept exact) and under a semaphore mutex; extend, on every
+-- kind of hold, before its limit, racing it, after it, and math.huge.
 C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
-  "linger", "big", "cohort", "cohort_write", "renew" }
-C.NEEDS = { cohort_write = "cohort", renew = "cohort" }
--- The seeds that found them on the code before issue 22, and issue 32's
--- defects 1 (cohort_write) and 3 (renew) on the code before its fixes
--- (docs/testing.md, "What the chaos run found"): make chaos-found
--- replays each, focused; on the fixed code, every one passes.
+  "linger", "big", "cohort", "cohort_write", "renew", "lease_ends",
+  "lease_write", "extend" }
+-- (what a composition keeps in when it is the one kept: extend meets
+-- cohort passes, lingering nodes and downgrades)
+C.NEEDS = { cohort_write = { cohort = true }, renew = { cohort = true },
+  extend = { cohort = true, linger = true, downgrade = true } }
+-- The seeds that found them on the code before issue 22, issue 32's
+-- defects 1 (cohort_write) and 3 (renew) on the code before its fixes,
+-- and issue 33's multilock released in its callback, whose other members
+-- raised (lease_ends) (docs/testing.md, "What the chaos run found"):
+-- make chaos-found replays each, focused; on the fixed code, every one
+-- passes.
 C.FOUND = { { "downgrade", 2 }, { "smutex_shared", 1 },
   { "abandon_lease", 2 }, { "linger", 2 }, { "big", 1 },
-  { "cohort_write", 1 }, { "renew", 4 } }
+  { "cohort_write", 1 }, { "renew", 4 }, { "lease_ends", 1 } }
 
 -- How the sessions of a standalone run are secured (docs/security.md):
 -- drawn from the seed (its own stream: the other draws stay as they
@@ -95,7 +110,7 @@ function C.only(name, only, focus)
   p.avoid = {}
   for _, k in ipairs(C.COMPOSITIONS) do
     p.avoid[k] = only ~= nil and only ~= "all" and k ~= only and
-      C.NEEDS[only] ~= k
+      not (C.NEEDS[only] and C.NEEDS[only][k])
   end
   p.focus = focus and only or nil
   if p.focus == "renew" and not p.fault_every then
@@ -110,9 +125,11 @@ local function delete(zk, path)
   H.await(zk, op, core.now() + 5)
 end
 
--- lock nodes of a target, as the chaos actor sees them
+-- lock nodes of a target, as the chaos actor sees them (a semaphore's:
+-- its leases)
 local function lock_nodes(zk, t)
-  local dir = t.kind == "smutex" and t.path .. "/leases" or t.path
+  local dir = (t.kind == "smutex" or t.kind == "sem") and
+    t.path .. "/leases" or t.path
   local ok, names = pcall(H.children, zk, dir)
   local out = {}
   for _, n in ipairs(ok and names or {}) do
@@ -210,7 +227,8 @@ function C.run(profile, seed, opts)
     local targets = {}
     for _, n in ipairs(plan.order) do
       local k = plan.targets[n].kind
-      if k == "mutex" or k == "rw" or k == "smutex" then
+      if k == "mutex" or k == "rw" or k == "smutex" or
+          (k == "sem" and not avoid.lease_ends) then -- (leases: issue 33)
         targets[#targets + 1] = plan.targets[n]
       end
     end
@@ -289,7 +307,9 @@ function C.run(profile, seed, opts)
         delete(direct, node)
       else
         E("Y", ("%.6f"):format(core.now()), t.name)
-        zklock.revoke(direct, t.path, t.kind == "smutex" and 1 or nil)
+        -- (a semaphore's: as many of its leases as drawn)
+        zklock.revoke(direct, t.path, t.kind == "smutex" and 1 or
+          t.kind == "sem" and rc:int(1, t.n) or nil)
       end
     end
 
@@ -343,6 +363,13 @@ function C.run(profile, seed, opts)
         local tag = data and data:match("^%d+ (%S+)")
         if tag then E("G", n, tag, ("%.6f"):format(core.now()), "final") end
       end
+      if t.notes then -- (a semaphore's notes: what they name, no count)
+        local data = direct:get(t.notes, 10)
+        local tag = data and data:match("^%d+ (%S+)")
+        if tag then
+          E("G", n .. "n", tag, ("%.6f"):format(core.now()), "final")
+        end
+      end
     end
     direct:close()
     direct = nil
@@ -365,11 +392,24 @@ function C.run(profile, seed, opts)
       processes = processes, orphans = orphans })
     summary.t_start = plan.t0
   end)
+  -- CHAOS_KEEP_DIR=dir: the logs copied there (the run directory of
+  -- make chaos goes at its end)
+  local keep_dir = os.getenv("CHAOS_KEEP_DIR")
+  local function keep(file, as)
+    local f = keep_dir and io.open(file)
+    if f then
+      f:close()
+      H.write(keep_dir .. "/" .. as, H.read(file))
+    end
+  end
   for _, p in ipairs(procs) do
     p:kill("CONT")
     p:cleanup()
+    keep(p.logfile, "log-" .. p.index .. "." .. p.gen)
     if not opts.keep then os.remove(p.logfile) end
   end
+  keep(events, "driver")
+  keep(plan_file, "plan")
   if not opts.keep then os.remove(events); os.remove(plan_file) end
   if direct then direct:close() end
   for _, p in ipairs(proxies) do p:close() end

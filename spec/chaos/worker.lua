@@ -13,9 +13,10 @@
 -- times; the parent judges the logs.  This file is the process: its
 -- set-up, the scheduler, the tasks and their loop.  The rest share the
 -- table W: worker_log.lua (what is logged), worker_objects.lua (objects
--- and the acquire), worker_locks.lua (mutex, semaphore mutex, semaphore),
--- worker_recipes.lua (read/write lock, multilock, latch, barriers,
--- bursts).
+-- and the acquire), worker_holds.lua (extend, and the callbacks of leases
+-- and multilocks), worker_locks.lua (mutex, semaphore mutex),
+-- worker_leases.lua (semaphore), worker_recipes.lua (read/write lock,
+-- multilock, latch, barriers, bursts).
 local zklock = require "zklock"
 local core = require "zklock.core"
 local G = dofile("spec/chaos/gen.lua")
@@ -32,13 +33,15 @@ local now = core.now
 local R = G.stream(plan.seed, index * 1000 + generation)
 -- (a second stream for how abandoned waits end, so that R draws as before)
 local R2 = G.stream(plan.seed, index * 1000 + generation + 500000)
--- (a third for issue 32's compositions, worker_locks.lua)
+-- (a third for issue 32's compositions, worker_locks.lua; a fourth for
+-- issue 33's, worker_holds.lua)
 local R3 = G.stream(plan.seed, index * 1000 + generation + 1000000)
+local R4 = G.stream(plan.seed, index * 1000 + generation + 1500000)
 -- what the modules share (plan.broken: the recipes broken on purpose,
 -- worker_objects.lua)
 local W = { zklock = zklock, G = G, plan = plan, avoid = avoid,
   focus = focus, broken = plan.broken or {}, index = index, P = P,
-  now = now, R = R, R2 = R2, R3 = R3, OPS = {},
+  now = now, R = R, R2 = R2, R3 = R3, R4 = R4, OPS = {},
   MAX_DATA = 1040384 } -- (connect's default max_data: docs/limits.md)
 local broken, OPS = W.broken, W.OPS
 dofile("spec/chaos/worker_log.lua")(W, logfile)
@@ -108,7 +111,9 @@ end
 W.zk, W.connect, W.clients, W.ABANDON = zk, connect, clients, ABANDON
 W.has_close, W.sleep, W.spawn = has_close, sleep, spawn
 dofile("spec/chaos/worker_objects.lua")(W)
+dofile("spec/chaos/worker_holds.lua")(W)
 dofile("spec/chaos/worker_locks.lua")(W)
+dofile("spec/chaos/worker_leases.lua")(W)
 dofile("spec/chaos/worker_recipes.lua")(W)
 local release_client, new_hold, sample, log_hold =
   W.release_client, W.new_hold, W.sample, W.log_hold
@@ -124,10 +129,14 @@ local FOCUS_OPS = { downgrade = { "rw" },
   smutex_shared = { "smutex", "burst" }, abandon_lease = { "sem", "smutex",
   "multi" }, linger = { "mutex" }, big = { "mutex" },
   cohort = { "mutex", "burst", "rw" },
-  cohort_write = { "mutex", "burst", "revoke" }, renew = { "mutex", "burst" } }
+  cohort_write = { "mutex", "burst", "revoke" }, renew = { "mutex", "burst" },
+  lease_ends = { "sem", "lrevoke", "multi" }, lease_write = { "sem", "smutex" },
+  extend = { "mutex", "smutex", "sem", "rw", "multi" } }
 local weights = {}
 for op, w in pairs(plan.weights or WEIGHTS) do weights[op] = w end
 if avoid.cohort_write then weights.revoke = nil end -- (R draws as before)
+-- (issue 33: the workers revoke leases, and the locks multilocks hold)
+if not avoid.lease_ends and not plan.weights then weights.lrevoke = 1 end
 for _, op in ipairs(FOCUS_OPS[focus] or {}) do
   weights[op] = (weights[op] or 0) * 3
 end

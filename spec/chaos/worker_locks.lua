@@ -1,8 +1,9 @@
 -- The chaos worker's mutex ops (spec/chaos/worker.lua): a mutex hold
 -- with its options (max_hold, a guarded read and write, reentry,
--- fenced_set of a counter, revocation, dropped while held), a hold through
--- with_lock's update, revocations of a cohort's holder, the semaphore
--- mutex and the semaphore.
+-- fenced_set of a counter, revocation, dropped while held, extend), a
+-- hold through with_lock's update, revocations of a cohort's holder, and
+-- the semaphore mutex (issue 33: its guarded read and write, with_lock's
+-- update, extend).  The semaphore's: worker_leases.lua.
 return function(W)
   local plan, now, R, zk, G = W.plan, W.now, W.R, W.zk, W.G
   local focus, avoid, broken = W.focus, W.avoid, W.broken
@@ -13,7 +14,7 @@ return function(W)
   local make, shared_obj, choose_obj, pick_timeout, pick_work, acquire,
     drop = W.make, W.shared_obj, W.choose_obj, W.pick_timeout, W.pick_work,
     W.acquire, W.drop
-  local OPS, R3 = W.OPS, W.R3
+  local OPS, R3, R4 = W.OPS, W.R3, W.R4
   local write_tag, seen, log_write, call_start, log_acquire = W.write_tag,
     W.seen, W.log_write, W.call_start, W.log_acquire
 
@@ -31,10 +32,10 @@ return function(W)
   -- max_hold (15 ms at most), so that it may run out as the release's
   -- write is on its way.
   local function hold_work(h, check, task)
-    if not (cw and h.mh > 0 and R3:chance(cw_focus and 0.7 or 0.2)) then
+    if not (cw and h.lim and R3:chance(cw_focus and 0.7 or 0.2)) then
       return work(pick_work(), { h }, { check }, task)
     end
-    local t = h.t0 + h.mh - R3:float() * 0.015
+    local t = h.lim - R3:float() * 0.015 -- (t0 + mh, or where an extend put it)
     repeat
       sample(h, check())
       if task.revoked then return end
@@ -77,6 +78,7 @@ return function(W)
       work(pick_work() / 2, { h }, { check }, task)
       if again then released({}, function() return obj:release() end) end
     end
+    W.maybe_extend(task, h, obj, check, W.owner(obj))
     hold_work(h, check, task)
     if task.revoked then h.rel = "revoked"; return log_hold(h) end
     if broken.leak and t.name == "m1" then -- a release that forgets its node
@@ -108,10 +110,12 @@ return function(W)
       end)
       log_write(t, h.token, r and zxid or 0, v, h.pass,
         r and "ok" or h.rel == "lock_lost" and "lost" or "unknown", tag,
-        "release")
+        "release", h, h.rel_t)
       if h.rel == "raised" then unexpected(task, "mutex:release", err) end
     else
-      if R:chance(0.6) then fenced_increment(task, t, obj, h.token, big) end
+      if R:chance(0.6) then
+        fenced_increment(task, t, obj, h.token, big, h)
+      end
       sample(h, check())
       local _, err = released(h, function() return obj:release() end)
       if h.rel == "raised" then unexpected(task, "mutex:release", err) end
@@ -122,9 +126,10 @@ return function(W)
 
   -- One hold through zklock.with_lock(obj, { update = counter }): the
   -- counter read with the acquire, its value plus one written with the
-  -- release (cohort_write).  The hold works a while, or up to just before
-  -- its max_hold.
-  local function with_update(task, t, obj)
+  -- release (cohort_write; a semaphore mutex's: lease_write).  The hold
+  -- works a while, or up to just before its max_hold.
+  local function with_update(task, t, obj, kind)
+    kind = kind or "mutex"
     local opts = { timeout = pick_timeout(), update = t.counter,
       max_hold = R3:chance(0.6) and R3:pick({ 0.3, 0.6, 1 }) or nil }
     task.revoked, task.tq, task.ts = false, false, nil
@@ -133,14 +138,15 @@ return function(W)
     local h, v, tag
     local ok, r, _, code = pcall(W.zklock.with_lock, obj, opts,
       function(data)
-        log_acquire("mutex", t.name, task, t_s, "ok", "-", opts.timeout)
+        log_acquire(kind, t.name, task, t_s, "ok", "-", opts.timeout)
         task.ts = t_s
         local token, pass = obj:token()
-        h = new_hold("mutex", t.name, task, token, obj:node(),
+        h = new_hold(kind, t.name, task, token, obj:node(),
           opts.max_hold, pass)
         seen(t, data, "update")
         local check = function() return obj:is_held(), obj:node() end
         sample(h, check())
+        W.maybe_extend(task, h, obj, check, W.owner(obj))
         hold_work(h, check, task)
         v, tag = counter_value(data) + 1, write_tag()
         local now_token, now_pass = obj:token()
@@ -151,13 +157,14 @@ return function(W)
       end)
     if not ok then return unexpected(task, "with_lock update", r) end
     if not h then
-      return log_acquire("mutex", t.name, task, t_s, "fail", code,
+      return log_acquire(kind, t.name, task, t_s, "fail", code,
         opts.timeout)
     end
     h.rel_e, h.rel = now(), r and "ok" or tostring(code)
     -- (with_lock gives no zxid: 0, out of the fencing order)
     log_write(t, h.token, 0, v, h.pass, r and "ok" or
-      code == "lock_lost" and "lost" or "unknown", tag, "update")
+      code == "lock_lost" and "lost" or "unknown", tag, "update", h,
+      h.rel_t)
     log_hold(h)
   end
 
@@ -211,67 +218,55 @@ return function(W)
     end
   end
 
-  -- semaphore mutex: Curator's, often shared, with max_hold
+  -- semaphore mutex: Curator's, often shared, with max_hold; issue 33
+  -- (lease_write): a guarded read and write of its counter, with_lock's
+  -- update; extend
+  local lw = W.lwrite
   function OPS.smutex(task)
     local t = plan.targets[R:pick(G.of_kind(plan, "smutex"))]
     local one = not avoid.smutex_shared and -- (the shared object)
       (task.force_shared or R:chance(0.7))
     local obj = one and shared_obj(t) or make(zk, t)
+    if lw and not one and not next(broken) and
+        R4:chance(focus == "lease_write" and 0.4 or 0.12) then
+      return with_update(task, t, obj, "smutex")
+    end
     local opts = {}
     if R:chance(0.4) then
       opts.max_hold = R:pick({ 0.3, 0.6, 1 })
     end
+    local guarded = lw and not next(broken) and
+      R4:chance(focus == "lease_write" and 0.6 or 0.3)
+    if guarded then opts.read = t.counter end
     -- (the focus on abandoned waits waits long, so that a wait stuck behind
     -- one is seen)
     local timeout = focus == "abandon_lease" and 5 or pick_timeout()
-    local got = acquire(task, "smutex", t.name, obj, timeout, opts)
+    local got, data = acquire(task, "smutex", t.name, obj, timeout, opts)
     if not got then return end
+    if guarded then seen(t, data, "read") end
     local h = new_hold("smutex", t.name, task, obj:token(), obj:node(),
       opts.max_hold)
     local check = function() return obj:is_held(), obj:node() end
+    W.maybe_extend(task, h, obj, check, zk)
     work(pick_work(), { h }, { check }, task)
-    if R:chance(0.5) then fenced_increment(task, t, obj, h.token) end
+    if guarded then -- its value plus one, written with the release
+      W.near_end(h, check)
+      local v, tag = counter_value(data) + 1, write_tag()
+      L("P", t.name, h.token, v, tag)
+      local r, err, zxid = released(h, function()
+        return obj:release({ write = t.counter,
+          data = counter_data(v, false, tag) })
+      end)
+      log_write(t, h.token, r and zxid or 0, v, 0, r and "ok" or
+        h.rel == "lock_lost" and "lost" or "unknown", tag, "release", h,
+        h.rel_t)
+      if h.rel == "raised" then unexpected(task, "smutex:release", err) end
+      return log_hold(h)
+    end
+    if R:chance(0.5) then fenced_increment(task, t, obj, h.token, nil, h) end
     sample(h, check())
     local _, err = released(h, function() return obj:release() end)
     if h.rel == "raised" then unexpected(task, "smutex:release", err) end
     log_hold(h)
   end
-
-  -- semaphore: several leases, released in any order, some with max_hold
-  function OPS.sem(task)
-    local t = plan.targets[R:pick(G.of_kind(plan, "sem"))]
-    local sem = (task.force_shared or R:chance(0.5)) and shared_obj(t) or
-      make(zk, t)
-    local holds, checks, leases = {}, {}, {}
-    for _ = 1, R:int(1, 3) do
-      local opts = R:chance(0.3) and { max_hold = R:pick({ 0.3, 1 }) } or nil
-      local lease = acquire(task, "lease", t.name, sem,
-        focus == "abandon_lease" and 5 or pick_timeout(), opts)
-      if not lease then break end
-      local h = new_hold("lease", t.name, task, lease:token(), lease:node(),
-        opts and opts.max_hold)
-      holds[#holds + 1], leases[#leases + 1] = h, lease
-      checks[#checks + 1] = function() return lease:is_held(), lease:node() end
-      work(pick_work() / 2, holds, checks, task)
-    end
-    work(pick_work(), holds, checks, task)
-    -- released in a random order; now and then one is dropped instead
-    while #leases > 0 do
-      local i = R:int(1, #leases)
-      local lease, h = table.remove(leases, i), table.remove(holds, i)
-      table.remove(checks, i)
-      sample(h, lease:is_held(), lease:node())
-      if R:chance(0.05) then
-        log_hold(h) -- dropped: collected, its node deleted
-        lease = nil -- luacheck: ignore
-        drop(task)
-      else
-        local _, err = released(h, function() return lease:release() end)
-        if h.rel == "raised" then unexpected(task, "lease:release", err) end
-        log_hold(h)
-      end
-      work(R:float() * 0.1, holds, checks, task)
-    end
-  end
-
 end

@@ -2,9 +2,10 @@
 -- spec/chaos/check.lua): the log file and its line writer, a Lua error
 -- where api.md promises none, the clients (their ids, state events,
 -- closes, and the expiries each has seen), hold records (believed from the
--- acquire to the last is_held() that said so) and their release, the
--- counter a mutex guards (each write of it named, each value read logged)
--- and its fenced writes, an acquire's outcome.
+-- acquire to the last is_held() that said so; each with an id that its
+-- extends, callbacks and writes name) and their release, the counter a
+-- mutex guards (each write of it named, each value read logged) and its
+-- fenced writes, an acquire's outcome.
 return function(W, logfile)
   local plan, P, now, R, MAX_DATA = W.plan, W.P, W.now, W.R, W.MAX_DATA
 
@@ -81,15 +82,23 @@ return function(W, logfile)
   -- ---------------------------------------------------------------------------
   -- holds: believed from the acquire until the last is_held() that said so
 
+  local n_holds = 0
   local function new_hold(kind, tname, task, token, node, mh, pass)
     local ts = task.ts
     task.ts = nil -- (the acquire's start, for this hold only)
+    n_holds = n_holds + 1
     -- (t1 = -1: not believed until is_held() says so; pass: the hold's pass
-    -- within a lock cohort, its token's second half; cl: its client)
-    return { kind = kind, target = tname, task = task.name, t0 = now(),
+    -- within a lock cohort, its token's second half; cl: its client; id:
+    -- unique in the run, named by its extends (XT), callbacks (CB) and
+    -- writes (W); lim: when it ends by itself, as far as the worker
+    -- knows, moved by its extends: worker_holds.lua)
+    local t0 = now()
+    return { kind = kind, target = tname, task = task.name, t0 = t0,
       t1 = -1, ts = ts or -1, lost = -1, flip = 0, token = token or 0,
       node = node or "-", mh = mh or 0, rel_t = -1, rel_e = -1, rel = "none",
-      pass = pass or 0, cl = client_id(task.acl or W.zk) }
+      pass = pass or 0, cl = client_id(task.acl or W.zk),
+      id = ("%s#%d"):format(P, n_holds),
+      lim = mh and mh > 0 and t0 + mh or nil }
   end
 
   -- (the time is read before asking: is_held() answers for a moment at or
@@ -109,7 +118,7 @@ return function(W, logfile)
 
   local function log_hold(h)
     L("H", h.kind, h.target, h.task, h.ts, h.t0, h.t1, h.lost, h.flip,
-      h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.pass, h.node, h.cl)
+      h.token, h.mh, h.rel_t, h.rel_e, h.rel, h.pass, h.node, h.cl, h.id)
   end
 
   -- Release through fn(): the outcome as one word.
@@ -162,10 +171,12 @@ return function(W, logfile)
   end
 
   -- A write of the counter (the call: "release", "fenced" or "update")
-  -- and its outcome: "ok", "lost" (lock_lost: nothing written) or
-  -- "unknown" (it may have been applied)
-  local function log_write(t, token, zxid, v, pass, what, tag, call)
-    L("W", t.name, token, zxid, v, pass, what, tag, call)
+  -- and its outcome: "ok", "lost" (lock_lost: nothing written),
+  -- "refused" (an update's conflict, fn run again: nothing written) or
+  -- "unknown" (it may have been applied); by hold h, sent at t_s
+  local function log_write(t, token, zxid, v, pass, what, tag, call, h, t_s)
+    L("W", t.name, token, zxid, v, pass, what, tag, call,
+      h and h.id or "-", t_s or -1)
   end
 
   -- Does a write of `data` to t.counter, riding with lock's node (the
@@ -173,7 +184,9 @@ return function(W, logfile)
   -- 1 MiB - 1 with zklock's 1 KiB for the rest (docs/limits.md)?  One that
   -- does not is refused before anything is sent, and the hold goes on.
   local function fits(lock, t, data)
-    return #data + #(lock:node() or "") + #t.counter + 1024 <= 1048575
+    -- (a semaphore has no node(): its leases' are short)
+    return #data + #(lock.node and lock:node() or "") + #t.counter + 1024
+      <= 1048575
   end
 
   -- An oversized write: the argument error, and nothing lost.
@@ -185,8 +198,10 @@ return function(W, logfile)
     end
   end
 
-  -- Read the counter and write it back plus one, fenced by `lock`.
-  local function fenced_increment(task, t, lock, token, big)
+  -- Read the counter and write it back plus one, fenced by `lock` (a
+  -- lock, a lease, a semaphore: its newest lease), under hold h.  t: the
+  -- target, or what stands for the node written ({ name, counter }).
+  local function fenced_increment(task, t, lock, token, big, h)
     local data, _, gcode = W.zk:get(t.counter, plan.st)
     if data == nil and gcode ~= "no_node" then return end
     seen(t, data, "get")
@@ -200,12 +215,13 @@ return function(W, logfile)
     local now_token, pass = lock:token()
     token = now_token or token -- (nil at the acquire in a reconnection)
     L("P", t.name, token, v, tag)
+    local t_s = now()
     local ok, r, zxid, code = pcall(lock.fenced_set, lock, t.counter,
       new, plan.st * 3)
     if not ok then return unexpected(task, "fenced_set", r) end
     log_write(t, token, r and zxid or 0, v, pass or 0,
       r and "ok" or code == "lock_lost" and "lost" or "unknown", tag,
-      "fenced")
+      "fenced", h, t_s)
   end
 
   -- An acquire's outcome (A), on the client of its call_start(), with the

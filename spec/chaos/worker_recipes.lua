@@ -1,9 +1,11 @@
 -- The chaos worker's other recipes (spec/chaos/worker.lua): the
--- read/write lock (readers, two-node updates, downgrades), the multilock,
--- the leader latch, the barrier and its controller, the double barrier's
+-- read/write lock (readers, two-node updates, downgrades; extend), the
+-- multilock (on_lost, on_revoke, max_hold and extend: issue 33), the
+-- leader latch, the barrier and its controller, the double barrier's
 -- members, and bursts of coroutines on one shared object.
 return function(W)
-  local plan, P, now, R, zk, G = W.plan, W.P, W.now, W.R, W.zk, W.G
+  local plan, P, now, R, R4, zk, G = W.plan, W.P, W.now, W.R, W.R4, W.zk,
+    W.G
   local index, focus, avoid, broken = W.index, W.focus, W.avoid, W.broken
   local L, unexpected, new_hold, sample, log_hold, released, work =
     W.L, W.unexpected, W.new_hold, W.sample, W.log_hold, W.released, W.work
@@ -58,6 +60,7 @@ return function(W)
       if not got then return end
       local h = new_hold("read", t.name, task, rw.read:token(), rw.read:node())
       local check = function() return rw.read:is_held(), rw.read:node() end
+      W.maybe_extend(task, h, rw.read, check, zk)
       work(pick_work() / 2, { h }, { check }, task)
       read_update(t, h, check)
       work(pick_work() / 2, { h }, { check }, task)
@@ -75,6 +78,7 @@ return function(W)
     local hw = new_hold("write", t.name, task, rw.write:token(),
       rw.write:node(), opts.max_hold)
     local cw = function() return rw.write:is_held(), rw.write:node() end
+    W.maybe_extend(task, hw, rw.write, cw, zk)
     rw_n = rw_n + 1
     rw_update(task, t, rw.write, hw, rw_n)
     sample(hw, cw())
@@ -98,6 +102,12 @@ return function(W)
     end
     local hr = new_hold("read", t.name, task, rw.read:token(), rw.read:node())
     local cr = function() return rw.read:is_held(), rw.read:node() end
+    -- (the downgraded read extended alone, or the write it rests on)
+    if W.ext and R4:chance(0.5) then
+      W.maybe_extend(task, hr, rw.read, cr, zk)
+    else
+      W.maybe_extend(task, hw, rw.write, cw, zk)
+    end
     if R:chance(0.5) then -- the write lock goes first, by release
       released(hw, function() return rw.write:release() end)
       log_hold(hw)
@@ -116,7 +126,10 @@ return function(W)
     end
   end
 
-  -- multilock over two members: mutexes and read/write write locks
+  -- multilock over two members: mutexes and read/write write locks;
+  -- issue 33: its on_lost and on_revoke (set before or after the
+  -- acquire; releasing it in on_revoke, or on_lost, when drawn),
+  -- max_hold for every member, extend
   function OPS.multi(task)
     local names = {}
     for _, n in ipairs(G.of_kind(plan, "mutex")) do
@@ -136,20 +149,49 @@ return function(W)
       locks[#locks + 1] = l
     end
     local ml = zk:multilock(locks)
-    local got = acquire(task, "multi", a .. "+" .. b, ml, pick_timeout())
+    local by_lock, release_in, cbs, opts = {}, {}, nil, nil
+    if W.lends and R4:chance(focus == "lease_ends" and 0.7 or 0.3) then
+      cbs = R4:pick({ "before", "after" })
+      release_in.revoke = R4:chance(focus == "lease_ends" and 0.9 or 0.7)
+      release_in.lost = R4:chance(0.3)
+      if cbs == "before" then W.multi_callbacks(ml, by_lock, release_in) end
+    end
+    if (W.ext or W.lends) and R4:chance(0.3) then
+      opts = { max_hold = R4:pick({ 0.3, 0.6, 1 }) }
+    end
+    -- (its members' holds have no acquire start, ts: a member in a lock
+    -- cohort, as every multilock's is, may be passed ahead of a
+    -- contender of its process, which the fifo checker must not see)
+    local got = acquire(task, "multi", a .. "+" .. b, ml, pick_timeout(),
+      opts)
     if not got then return end
     local holds, checks = {}, {}
     for i, m in ipairs(members) do
       -- (a member in a lock cohort may be passed the hold: its pass too)
       local token, pass = m.l:token()
-      holds[i] = new_hold(m.kind, m.t.name, task, token, m.l:node(), nil,
-        pass)
+      holds[i] = new_hold(m.kind, m.t.name, task, token, m.l:node(),
+        opts and opts.max_hold, pass)
+      by_lock[m.l] = holds[i]
       checks[i] = function() return m.l:is_held(), m.l:node() end
     end
-    work(pick_work(), holds, checks, task)
+    if cbs == "after" then W.multi_callbacks(ml, by_lock, release_in) end
+    local d = pick_work()
+    if cbs and R4:chance(focus == "lease_ends" and 0.5 or 0.1) then
+      -- a member revoked while it holds (by another coroutine, as the
+      -- workers' and the chaos actor's revocations are logged: Y)
+      local who, at = R4:pick(members).t, R4:float() * 0.3
+      d = math.max(d, at + 0.3) -- (the hold hears it)
+      spawn("revoker", function()
+        sleep(at)
+        L("Y", now(), who.name)
+        pcall(W.zklock.revoke, zk, who.path)
+      end)
+    end
+    W.maybe_extend(task, holds, ml, checks, zk)
+    work(d, holds, checks, task)
     for i, m in ipairs(members) do
       if m.kind == "mutex" and R:chance(0.5) then
-        fenced_increment(task, m.t, m.l, holds[i].token)
+        fenced_increment(task, m.t, m.l, holds[i].token, nil, holds[i])
       end
     end
     for i, h in ipairs(holds) do sample(h, checks[i]()) end
@@ -159,7 +201,9 @@ return function(W)
     for _, h in ipairs(holds) do
       h.rel_t, h.rel_e = t_r, now()
       h.rel = not ok and "raised" or r and "ok" or "lock_lost"
-      if not r and ok and not tostring(msg):find(h.target, 1, true) then
+      if release_in.done and ok and not r then
+        h.rel = "ended" -- (released in its callback: as it should say)
+      elseif not r and ok and not tostring(msg):find(h.target, 1, true) then
         h.rel = "ok?" -- the failure named another member
       end
       log_hold(h)
@@ -208,6 +252,7 @@ return function(W)
   -- process's shared object (concurrent requests on a worker-level object)
   function OPS.burst(task)
     local kind = focus == "smutex_shared" and "smutex" or
+      focus == "lease_write" and "sem" or -- (updates at once: conflicts)
       (focus == "cohort_write" or focus == "renew") and "mutex" or
       R:pick({ "mutex", "smutex", "sem", "rw" })
     local kids = {}

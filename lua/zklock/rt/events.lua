@@ -49,6 +49,8 @@ function M.me()
   return co
 end
 
+local function pack(...) return { n = select("#", ...), ... } end
+
 -- Run fn(...) acting as `owner`, for `why`; returns ok, err (xpcall's).
 local function act(owner, why, fn, ...)
   local co = co_running() or MAIN
@@ -67,6 +69,22 @@ end
 function M.acting_why()
   local w = acting_why[co_running() or MAIN]
   if w then return w[1], w[2] end
+end
+
+--- Run fn(...) as the callback running now, but about hold `about` (an
+-- attempt serial): a multilock's callback letting go of every member,
+-- each of whose holds then ends for its owner as in its own callback
+-- (its owner hears lock_lost, not that it holds nothing).  Outside a
+-- callback, fn(...) as it is.  Returns fn's results; its error goes on.
+function M.acting_about(about, fn, ...)
+  local co = co_running() or MAIN
+  local w = acting_why[co]
+  if not w or about == nil then return fn(...) end
+  acting_why[co] = { w[1], about }
+  local r = pack(pcall(fn, ...))
+  acting_why[co] = w
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, r.n)
 end
 
 --- Release every level of `co`'s hold of `lock` on its behalf (zklock.ngx:

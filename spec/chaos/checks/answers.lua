@@ -11,9 +11,11 @@
 --                     clock: every worker logs CLOCK_MONOTONIC, zklock's
 --                     deadlines are read on it too);
 --   lock_lost from a write (a release with a write, with_lock's update,
---   fenced_set; a read/write lock's fenced writes): nothing written, so
---                     the value it would have written (each names its
---                     write) is never read, by anyone, ever.
+--   fenced_set; a read/write lock's fenced writes; a lease's, a semaphore
+--   mutex's): nothing written, so the value it would have written (each
+--   names its write) is never read, by anyone, ever; and so for the
+--   write of a with_lock update under a semaphore whose fn ran again (a
+--   conflict: another lease's holder wrote first, "refused").
 --
 -- A call that raised, was abandoned or answered another code claims
 -- nothing here.  Each finding says what was answered and what the logs
@@ -140,12 +142,14 @@ return function(K, U)
       if not seen[g.tag] or g.t < seen[g.tag].t then seen[g.tag] = g end
     end
     for _, w in ipairs(list(logs, "W")) do
-      local g = w.what == "lost" and w.tag and seen[w.tag]
+      local g = (w.what == "lost" or w.what == "refused") and w.tag and
+        seen[w.tag]
       if g then
-        flag(g.t, ("%s: %s %s (value %s, token %s pass %s) answered " ..
-          "lock_lost, nothing written; it was written: %s at %.3f")
-          :format(w.target, CALLS[w.call] or "the write", w.tag,
-          tostring(w.v), tostring(w.token), tostring(w.pass),
+        flag(g.t, ("%s: %s %s (value %s, token %s pass %s) %s, nothing " ..
+          "written; it was written: %s at %.3f"):format(w.target,
+          CALLS[w.call] or "the write", w.tag, tostring(w.v),
+          tostring(w.token), tostring(w.pass), w.what == "lost" and
+          "answered lock_lost" or "was run again (a conflict)",
           READS[g.how] or "read", g.t))
       end
     end

@@ -5,14 +5,28 @@ return function(K, U)
   local list, hold_text, in_fault, proc_of = U.list, U.hold_text,
     U.in_fault, U.proc_of
 
+  -- a hold's limit in words: its max_hold, and its extends
+  local function limit_text(h, xts)
+    local n = 0
+    for _, x in ipairs(xts or {}) do
+      if x.res == "ok" or x.res == "maybe" then n = n + 1 end
+    end
+    if n == 0 then return "max_hold " .. tostring(h.mh) end
+    return ("its limit (max_hold %s, then %d extend%s)"):format(
+      tostring(h.mh), n, n > 1 and "s" or "")
+  end
+
   --- The calls' contract (api.md): no Lua error where none is promised;
   -- is_held() never true on a node other than the hold's own (someone
-  -- else's hold believed); a hold past its max_hold neither believed nor
-  -- released as "ok".  (is_held() false then true again on the same node is
-  -- allowed: design.md, section 9.2.)
+  -- else's hold believed); a hold past its limit (its max_hold, as its
+  -- extends moved it: U.schedule) neither believed nor released as "ok";
+  -- so a hold extended to T2 may be believed until T2, not after.
+  -- (is_held() false then true again on the same node is allowed:
+  -- design.md, section 9.2.)
   function K.contract(logs, margin)
     margin = margin or 0.25
     local v = {}
+    local ext = U.extends(logs)
     for _, e in ipairs(list(logs, "E")) do
       v[#v + 1] = { t = e.t or 0, text = ("%s %s: %s raised %s"):format(e.p,
         e.task, e.what, e.msg) }
@@ -22,15 +36,25 @@ return function(K, U)
         v[#v + 1] = { t = h.t1, text = "is_held() true on another node " ..
           "than the hold's: " .. hold_text(h) }
       end
-      if h.mh > 0 and h.t1 > h.t0 + h.mh + margin then
-        v[#v + 1] = { t = h.t1, text = ("is_held() true %.2f s after the " ..
-          "acquire, past max_hold %s: %s"):format(h.t1 - h.t0, tostring(h.mh),
-          hold_text(h)) }
+      local xts = h.id and ext[h.id]
+      local segs = U.schedule(h, xts)
+      local function past(t)
+        return t > 0 and t > U.limit_at(segs, t).upper + margin
       end
-      if h.rel == "ok" and h.mh > 0 and h.rel_t > h.t0 + h.mh + margin then
+      -- (the last is_held() true, and the last before each extend)
+      local believed = h.t1
+      for _, x in ipairs(xts or {}) do
+        if past(x.t1b) and not past(believed) then believed = x.t1b end
+      end
+      if past(believed) then
+        v[#v + 1] = { t = believed, text = ("is_held() true %.2f s after " ..
+          "the acquire, past %s: %s"):format(believed - h.t0,
+          limit_text(h, xts), hold_text(h)) }
+      end
+      if h.rel == "ok" and past(h.rel_t) then
         v[#v + 1] = { t = h.rel_t, text = ("released ok %.2f s after the " ..
-          "acquire, past max_hold %s: %s"):format(h.rel_t - h.t0,
-          tostring(h.mh), hold_text(h)) }
+          "acquire, past %s: %s"):format(h.rel_t - h.t0, limit_text(h, xts),
+          hold_text(h)) }
       end
     end
     return v

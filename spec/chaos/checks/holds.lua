@@ -24,10 +24,27 @@ return function(K, U)
       table.sort(holds, function(a, b) return a.t0 < b.t0 end)
       local t = plan and plan.targets[target]
       if t and t.kind == "sem" then
+        -- (a lease whose node the chaos actor deleted counts until then;
+        -- one whose node is unknown, "-", until any lease's deletion)
+        local dels = {}
+        for node, at in pairs(deleted) do
+          if node:sub(1, #t.path + 8) == t.path .. "/leases/" then
+            dels[#dels + 1] = at
+          end
+        end
         local ev = {}
         for _, h in ipairs(holds) do
-          ev[#ev + 1] = { h.t0, 1, h }
-          ev[#ev + 1] = { h.t1, -1, h }
+          local t1 = h.t1
+          if deleted[h.node] then t1 = math.min(t1, deleted[h.node]) end
+          if h.node == "-" then
+            for _, at in ipairs(dels) do
+              if at > h.t0 then t1 = math.min(t1, at) end
+            end
+          end
+          if t1 > h.t0 then
+            ev[#ev + 1] = { h.t0, 1, h }
+            ev[#ev + 1] = { t1, -1, h }
+          end
         end
         table.sort(ev, function(a, b)
           if a[1] ~= b[1] then return a[1] < b[1] end
@@ -66,10 +83,18 @@ return function(K, U)
   end
 
   --- Fencing: per counter, accepted writes in zxid order never go back in
-  -- token (writes of holds never interleave), and the final value is the
-  -- count of accepted increments (plus at most those of unknown outcome).
+  -- token (writes of holds never interleave; not a semaphore's, whose
+  -- leases are held at once, nor its notes, no target of the plan), and
+  -- the final value is the count of accepted increments (plus at most
+  -- those of unknown outcome; a semaphore's counter is written by
+  -- with_lock's conditional updates alone, so it stays exact too).
   -- `finals`: { target = value }.
-  function K.fencing(logs, finals)
+  function K.fencing(logs, finals, plan)
+    local function exclusive(target)
+      if not plan then return true end
+      local t = plan.targets[target]
+      return t ~= nil and t.kind ~= "sem"
+    end
     local v = {}
     local by, unknown, sent = {}, {}, {}
     for _, p in ipairs(list(logs, "P")) do
@@ -87,7 +112,7 @@ return function(K, U)
     for target, acc in pairs(by) do
       table.sort(acc, function(a, b) return a.zxid < b.zxid end)
       local top
-      for _, w in ipairs(acc) do
+      for _, w in ipairs(exclusive(target) and acc or {}) do
         if w.zxid > 0 and w.token > 0 then -- (0: token unknown)
           if top and token_before(w, top) then
             v[#v + 1] = { t = 0, text = ("%s: write of token %s pass %d " ..
