@@ -272,5 +272,5 @@ distclean:
 
 build/floor: bench/floor.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt
+	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt -lpthread
 
