@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   n = atoi(argv[2]);
-  lat = calloc((size_t)n, sizeof *lat);
+  lat = calloc((size_t)n + 1, sizeof *lat); /* (n may be 0) */
   zoo_set_debug_level((ZooLogLevel)0);
   zh = zookeeper_init(argv[1], watcher, 10000, NULL, NULL, 0);
   if (!zh || !lat) return 1;

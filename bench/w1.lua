@@ -58,6 +58,7 @@ local t1, c1 = core.now(), os.clock()
 local s1 = zk:stats()
 zk:close()
 
+if cycles == 0 then return end -- (bench/whole.lua: start-up alone)
 table.sort(lat)
 local function pct(p) return lat[math.max(1, math.ceil(#lat * p))] end
 print(("%s ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f " ..
