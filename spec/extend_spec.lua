@@ -51,6 +51,7 @@ local function kinds(zk)
   local rw = zk:rwlock(H.path("ext-rw-read"))
   lock_kind("rw.read", rw.read)
   lock_kind("rw.write", zk:rwlock(H.path("ext-rw-write")).write)
+  local kept = {} -- the leases taken through a semaphore
   local function counted(lost, name)
     return zk:semaphore(H.path("ext-sem"), 2):on_lost(function()
       lost[name] = (lost[name] or 0) + 1
@@ -61,7 +62,8 @@ local function kinds(zk)
   end }
   list[#list + 1] = { name = "semaphore", take = function(lost, opts)
     local sem = counted(lost, "semaphore")
-    assert(sem:acquire(5, opts))
+    -- (kept: a lease nobody refers to is collected, and its node goes)
+    kept[#kept + 1] = assert(sem:acquire(5, opts))
     return sem -- (sem:extend: the newest lease)
   end }
   list[#list + 1] = { name = "multilock", take = function(lost, opts)

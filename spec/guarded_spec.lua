@@ -256,19 +256,22 @@ describe("the hand-off", function()
       local path = H.path("handoff")
       local lock = waiter_of(zk, path)
       requests_of(lock) -- (the directory's parents are made)
-      local uncontended = requests_of(lock) -- create, listing, self watch
+      local uncontended = requests_of(lock) -- create, listing
       local holder = holder_of(holder_zk, path)
       assert(holder:acquire(5))
       local waited = requests_of(lock, nil, holder)
-      -- one more: the predecessor's watch; no second listing
-      assert.equal(uncontended + 1, waited)
+      -- two more: the waiter's self watch (a hold taken with no wait sends
+      -- none, until it has lasted self_watch_delay: selfwatch_spec.lua)
+      -- and the predecessor's watch; no second listing
+      assert.equal(uncontended + 2, waited)
       -- with a guarded read: it rides behind the listing, and once more
-      -- after the wake-up (the first said "wait")
+      -- after the wake-up (the first said "wait"); and the waiter's self
+      -- watch and the predecessor's watch
       local node = H.path("handoff-node")
       local plain_read = requests_of(lock, { read = node })
       assert(holder:acquire(5))
       local read = requests_of(lock, { read = node }, holder)
-      assert.equal(plain_read + 2, read)
+      assert.equal(plain_read + 3, read)
       assert.same({}, H.lock_nodes(zk, path))
     end)
   end

@@ -90,6 +90,10 @@ struct zkl_client {
   pthread_t timer;
   pthread_cond_t tcv;
   int timer_on, timer_stop, timer_idle, probe_out, renew;
+  /* seconds a hold taken with no wait goes without its self watch (the
+   * bound on how late a foreign deletion of it is noticed; 0: at once):
+   * connect's self_watch_delay (docs/design.md, section 4.5) */
+  double self_delay;
   int renewing;           /* the timer is replacing zh (watcher waits) */
   zhandle_t *old_zh;      /* the expired handle being closed */
   double probe_at;        /* when the last probe was sent */
@@ -171,6 +175,9 @@ void zkl_write_op_init(zoo_op_t *op, zkl_client *c, const char *path,
 
 /* ---- session/notify.c (mu held) ----------------------------------------- */
 void zkl_client_changed(zkl_client *c); /* bump gen, broadcast, wake byte */
+/* the same but the broadcast, which the caller makes once it has let go
+ * of the mutex (a completion: task.c) */
+void zkl_client_bump(zkl_client *c);
 void zkl_client_touch(zkl_client *c, unsigned wake_id); /* queue a waiter */
 void zkl_event_push(zkl_client *c, int type, const char *path,
                     unsigned long attempt); /* 0: about no attempt */

@@ -70,6 +70,7 @@ void zkl_seterr_maybe(zkl_error *e, const char *what);
 
 /* ---- base/util.c -------------------------------------------------------- */
 double zkl_now(void); /* monotonic seconds: condvar waits, deadlines */
+pid_t zkl_pid(void);  /* this process's id (kept; made again after fork) */
 /* Seconds on a clock that keeps running while the machine is suspended
  * (CLOCK_BOOTTIME): what "last heard" and the session's expiry are
  * measured in, since the server's clock runs on during a suspend
@@ -276,6 +277,10 @@ enum { ZKL_EV_REVOKE, ZKL_EV_LOST, ZKL_EV_STATE, ZKL_EV_HELD };
  * state: "connected", "suspended", "reconnected", "lost", "renewed")
  * from now on, or stop (Lua thread). */
 void zkl_client_want_state(zkl_client *c, int on);
+/* How long a hold taken with no wait goes without its self watch
+ * (connect's self_watch_delay; 0: at once; docs/design.md, section 4.5). */
+#define ZKL_SELF_DELAY 0.1
+void zkl_client_self_delay(zkl_client *c, double seconds);
 zkl_event *zkl_client_take_events(zkl_client *c); /* the caller owns them */
 /* The event's type, node path and attempt serial (0: none); returns the
  * next one, or NULL. */
@@ -347,6 +352,10 @@ int zkl_attempt_pass(zkl_attempt *l, double max_hold);
  * revocable: the revoke event queued, its callback run or not)?  Such a
  * hold is not passed on. */
 int zkl_attempt_revoke_asked(zkl_attempt *l);
+/* Did our release's delete find our node gone, someone else having
+ * deleted it (never a delete of ours sent again after a cut)?  A hold
+ * lost before its self watch went (docs/design.md, section 4.5). */
+int zkl_attempt_gone_first(zkl_attempt *l);
 /* A hold that will linger or be passed watches the directory from now on
  * (the contenders watch), so that a contender that queues during it is
  * known by its release. */

@@ -224,6 +224,13 @@ static int lattempt_revoke_asked(lua_State *L) {
   return 1;
 }
 
+/* attempt:gone_first() -> true when our release's delete found our node
+ * deleted by someone else (a hold lost, noticed at its release) */
+static int lattempt_gone_first(lua_State *L) {
+  lua_pushboolean(L, zkl_attempt_gone_first(lattempt_check(L)));
+  return 1;
+}
+
 /* attempt:contenders() -> contended, listed: another node seen in the
  * directory since watch_contenders; listed: nil (no watch), false (its
  * first listing is out), true (the last one answered), "changed" (the
@@ -358,6 +365,7 @@ void zkl_open_attempt(lua_State *L) {
     { "pass", lattempt_pass },
     { "contenders", lattempt_contenders },
     { "revoke_asked", lattempt_revoke_asked },
+    { "gone_first", lattempt_gone_first },
     { "read_result", lattempt_read_result },
     { "release_write", lattempt_release_write },
     { "write_result", lattempt_write_result },

@@ -417,6 +417,15 @@ static int lclient_ready(lua_State *L) {
   return 3;
 }
 
+/* client:_self_delay(seconds): connect's self_watch_delay (>= 0) */
+static int lclient_self_delay(lua_State *L) {
+  zkl_client *c = zkl_checkclient(L, 1);
+  double s = luaL_checknumber(L, 2);
+  luaL_argcheck(L, s >= 0 && s < 1e9, 2, "seconds >= 0 expected");
+  zkl_client_self_delay(c, s);
+  return 0;
+}
+
 /* client:_want_state(on): queue connection-state notices, or stop */
 static int lclient_want_state(lua_State *L) {
   zkl_client_want_state(zkl_checkclient(L, 1), lua_toboolean(L, 2));
@@ -449,6 +458,7 @@ void zkl_open_client(lua_State *L) {
     { "_drain", lclient_drain },
     { "_wake_by", lclient_wake_by },
     { "_want_state", lclient_want_state },
+    { "_self_delay", lclient_self_delay },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {

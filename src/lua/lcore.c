@@ -32,7 +32,7 @@ static int lcore_costatus(lua_State *L) {
 }
 
 static int lcore_pid(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)getpid());
+  lua_pushinteger(L, (lua_Integer)zkl_pid());
   return 1;
 }
 

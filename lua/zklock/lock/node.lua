@@ -152,6 +152,12 @@ function M.give_back(client, att, held)
   if closed(client) then return nil, "client is closed", "closed" end
   await(client, att, grace(client))
   if not held then return nil, "lock lost", "lock_lost" end
+  -- someone else deleted our node before the self watch could tell
+  -- (docs/design.md, section 4.5): the hold had ended
+  if att:gone_first() then
+    return nil, "lock lost: our node was deleted by someone else",
+      "lock_lost"
+  end
   return true
 end
 

@@ -142,7 +142,7 @@ end
 --- zklock.connect's options (zklock.ngx.connect adds its own)
 M.CONNECT_OPTIONS = check.options({ "session_timeout", "connect_timeout",
   "acl", "max_data", "auth", "renew_session", "id", "tls", "sasl", "cohort",
-  "pass_limit" })
+  "pass_limit", "self_watch_delay" })
 
 --- What `await` polls while the session is in state `passing` (connecting
 -- at first, expired while a new session opens): "pending" until it
@@ -193,11 +193,17 @@ function M.open(hosts, opts, fname, allowed)
       then
     argerror(2, fname, "id must be a string no longer than max_data")
   end
+  local swd = opts.self_watch_delay
+  if swd ~= nil and (type(swd) ~= "number" or not (swd >= 0 and swd < 1e9))
+      then
+    argerror(2, fname, "self_watch_delay must be a number of seconds >= 0")
+  end
   local secure = check_secure(opts, fname)
   local cohort, pass_limit = M.check_cohort(opts, 2, fname)
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
     renew ~= false, md, secure)
   if not c then return nil, msg, code end
+  if swd then c:_self_delay(swd) end
   ids[c] = id
   cohort_defaults[c] = { on = cohort, pass_limit = pass_limit }
   if renew ~= false then renews[c] = true end

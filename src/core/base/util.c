@@ -1,7 +1,9 @@
-/* Generic helpers: clocks, random node names, path joining, the reply
- * codes that mean "try again" or "the session is gone". */
+/* Generic helpers: clocks, the process id, random node names, path
+ * joining, the reply codes that mean "try again" or "the session is
+ * gone". */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,38 @@ struct timespec zkl_abstime(double end) {
   return ts;
 }
 
+/* ---- the process id, and random bytes, per process -------------------- */
+
+/* Asked on every call from Lua (is this client our parent's?): one
+ * getpid() each was a tenth of the uncontended cycle's system calls
+ * (issue 34).  Kept, and made again in a forked child by an atfork
+ * handler, which also drops the random bytes drawn ahead (a child must
+ * not name its nodes as its parent does). */
+static pthread_once_t util_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t util_mu = PTHREAD_MUTEX_INITIALIZER;
+static volatile pid_t util_pid;
+static unsigned char util_pool[512];
+static size_t util_left; /* bytes of util_pool not handed out yet */
+
+/* (the pool's mutex is held across fork: no thread holds it in the child) */
+static void util_fork_prepare(void) { pthread_mutex_lock(&util_mu); }
+static void util_fork_parent(void) { pthread_mutex_unlock(&util_mu); }
+static void util_fork_child(void) {
+  util_pid = getpid();
+  util_left = 0;
+  pthread_mutex_unlock(&util_mu);
+}
+
+static void util_init(void) {
+  util_pid = getpid();
+  pthread_atfork(util_fork_prepare, util_fork_parent, util_fork_child);
+}
+
+pid_t zkl_pid(void) {
+  pthread_once(&util_once, util_init);
+  return util_pid;
+}
+
 /* getrandom, or /dev/urandom where it is refused (old kernels, seccomp
  * filters answering ENOSYS or EPERM); 0 when neither gives bytes. */
 static int util_random(unsigned char *b, size_t len) {
@@ -57,9 +91,27 @@ static int util_random(unsigned char *b, size_t len) {
   return got == len;
 }
 
+/* len (<= sizeof util_pool) random bytes, drawn a pool at a time */
+static int util_draw(unsigned char *b, size_t len) {
+  int ok = 1;
+  pthread_once(&util_once, util_init);
+  pthread_mutex_lock(&util_mu);
+  if (util_left < len) {
+    ok = util_random(util_pool, sizeof util_pool);
+    util_left = ok ? sizeof util_pool : 0;
+  }
+  if (ok) {
+    memcpy(b, util_pool + sizeof util_pool - util_left, len);
+    memset(util_pool + sizeof util_pool - util_left, 0, len);
+    util_left -= len;
+  }
+  pthread_mutex_unlock(&util_mu);
+  return ok;
+}
+
 int zkl_uuid(char *out) {
   unsigned char b[16];
-  if (!util_random(b, sizeof b)) return 0;
+  if (!util_draw(b, sizeof b)) return 0;
   b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
   b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
   snprintf(out, 37,

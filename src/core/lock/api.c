@@ -142,6 +142,14 @@ int zkl_attempt_held(zkl_attempt *l) {
   return held;
 }
 
+int zkl_attempt_gone_first(zkl_attempt *l) {
+  int gone;
+  pthread_mutex_lock(&l->t.c->mu);
+  gone = l->del_gone;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return gone;
+}
+
 int zkl_attempt_overdue(zkl_attempt *l) {
   int over;
   pthread_mutex_lock(&l->t.c->mu);

@@ -65,8 +65,12 @@ struct zkl_attempt {
   int self_live;   /* that watch is set on the server (its get answered,
                       no event since): a deletion of ours would be told */
   double self_due; /* boot clock: when the deferred self watch of a hold
-                      taken uncontended goes (0: none due; machine.c,
-                      lock_hold; docs/design.md, section 4.5) */
+                      taken with no wait goes (0: none due; machine.c,
+                      lock_arm_self; docs/design.md, section 4.5) */
+  int del_cut;     /* our delete was cut in flight (sent again) */
+  int del_gone;    /* our delete found no node, never cut: someone else
+                      deleted it first (a hold lost, noticed late: its
+                      self watch was deferred; section 4.5) */
   int64_t czxid;
   int64_t session; /* session that created our node */
   /* written by hold_limit only (node.c) */
@@ -111,9 +115,6 @@ extern const zkl_task_class zkl_attempt_class;
 void lock_set_node(zkl_attempt *l, const char *name); /* copied; NULL: none */
 char *lock_nodepath(const zkl_attempt *l); /* our node's full path, or NULL */
 void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
-/* how long a hold taken with no wait goes without its self watch: the
- * bound on how late a foreign deletion of it is noticed (section 4.5) */
-#define LOCK_SELF_DELAY 0.1
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_attempt *l);     /* our node goes, then done */
 int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */

@@ -17,8 +17,8 @@
  * deleted by anyone but us while HELD, the hold is lost (on_lost, like an
  * expiry); while queued, we queue again with a new node (docs/design.md,
  * section 4.5).  The same get reads "__REVOKE__".  A waiter sends it with
- * its wait; a hold taken at once, LOCK_SELF_DELAY after it began (the
- * timer thread), unless it is revocable or lingers: most holds end
+ * its wait; a hold taken at once, the client's self_delay after it began
+ * (the timer thread), unless it is revocable or lingers: most holds end
  * before, and cost the create, its listing and the delete alone.
  *
  * Every function here runs with the client's mutex held.  Requests carry
@@ -64,6 +64,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
                            const void *data) {
   zkl_req *r;
   zkl_attempt *l = lock_enter(data, rc, &r);
+  int news = 1; /* (is there anything for the acquirer to look at?) */
   if (l && l->state == L_CREATING) {
     l->create_out = 0;
     if (rc == ZOK) {
@@ -75,6 +76,10 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       if (!l->node) lock_finish(&l->t, ZSYSTEMERROR, "(out of memory)");
       else if (l->abandon) lock_delete(l);
       else if (!l->list_piped) lock_list(l);
+      /* the listing riding behind says where we stand; till it answers,
+       * nothing changed for the acquirer: it is not woken (a wake-up per
+       * cycle saved: issue 34) */
+      else news = 0;
       /* (the self watch is sent once the listing is read: lock_evaluate) */
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
@@ -87,7 +92,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       lock_finish(&l->t, rc, l->t.path);
     }
   }
-  zkl_task_leave(r);
+  zkl_task_leave_if(r, news);
 }
 
 void lock_create(zkl_attempt *l) {
@@ -216,14 +221,17 @@ void lock_watch_self(zkl_attempt *l) {
   l->self_due = 0;
 }
 
-/* The self watch of a hold, now or (deferred) from the timer thread at
- * self_due; `now`: a revocable hold reads its data at once. */
+/* The self watch of a hold, now or (deferred: the client's self_delay)
+ * from the timer thread at self_due; `now`: a revocable hold reads its
+ * data at once. */
 static void lock_arm_self(zkl_attempt *l, int now) {
-  if (now) {
+  if (now || (l->self_gen != l->self_armed && l->t.c->self_delay <= 0)) {
     lock_watch_self(l);
   } else if (l->self_gen != l->self_armed && !l->self_due) {
-    l->self_due = zkl_bootnow() + LOCK_SELF_DELAY;
-    zkl_client_rearm(l->t.c);
+    /* (no wake-up of the timer thread: lock_hold kicked it if it was
+     * idle, and while any hold is on it looks at least every self_delay:
+     * session.c) */
+    l->self_due = zkl_bootnow() + l->t.c->self_delay;
   }
 }
 
@@ -259,7 +267,7 @@ static void lock_hold(zkl_attempt *l) {
     zkl_task_notify(&l->t);
   }
   /* (revocable: its data is read again now; else, not sent yet for this
-   * node, it goes once the hold has lasted LOCK_SELF_DELAY) */
+   * node, it goes once the hold has lasted the client's self_delay) */
   lock_arm_self(l, l->revocable);
 }
 

@@ -86,10 +86,13 @@ static void lock_delete_cb(int rc, const void *data) {
   if (l && l->state == L_DELETING) {
     if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
         rc == ZCLOSING || rc == ZINVALIDSTATE) {
+      /* (a delete sent again after a cut may find its first try's work) */
+      if (rc == ZNONODE && !l->del_cut) l->del_gone = 1;
       lock_set_node(l, NULL);
       lock_finish(&l->t, ZOK, NULL);
     } else if (zkl_is_cut(rc)) {
       l->t.redo = 1;
+      l->del_cut = 1;
     } else {
       lock_finish(&l->t, ZOK, NULL); /* e.g. no auth to delete: nothing more */
     }

@@ -61,7 +61,8 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   c->state = ZKL_CONNECTING;
   c->timeout_ms = c->timeout_req = timeout_ms;
   c->renew = renew;
-  c->pid = getpid();
+  c->self_delay = ZKL_SELF_DELAY;
+  c->pid = zkl_pid();
   c->wake_fd = c->wake_listen = -1;
   /* Hold the mutex so the watcher, which may fire before zookeeper_init
    * returns, sees c->zh set. */
@@ -135,7 +136,7 @@ int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred,
   return 1;
 }
 
-int zkl_client_forked(const zkl_client *c) { return c->pid != getpid(); }
+int zkl_client_forked(const zkl_client *c) { return c->pid != zkl_pid(); }
 
 #define CLOSE_GRACE 2.0 /* s: for the requests in flight at close */
 
@@ -210,6 +211,12 @@ void zkl_client_want_state(zkl_client *c, int on) {
   pthread_mutex_lock(&c->mu);
   c->want_state = on;
   pthread_cond_signal(&c->tcv); /* (the timer may have to watch for lost) */
+  pthread_mutex_unlock(&c->mu);
+}
+
+void zkl_client_self_delay(zkl_client *c, double seconds) {
+  pthread_mutex_lock(&c->mu);
+  c->self_delay = seconds > 0 ? seconds : 0;
   pthread_mutex_unlock(&c->mu);
 }
 

@@ -22,8 +22,12 @@
 #define NOTIFY_READY_MAX 65536
 
 void zkl_client_changed(zkl_client *c) {
-  c->gen++;
+  zkl_client_bump(c);
   pthread_cond_broadcast(&c->cv);
+}
+
+void zkl_client_bump(zkl_client *c) {
+  c->gen++;
   if (c->wake_fd >= 0 && !c->wake_pending) {
     char one = 1;
     ssize_t n;

@@ -370,6 +370,11 @@ void *session_timer(void *arg) {
     c->timer_idle = !any; /* a new hold must wake it (zkl_client_kick) */
     if (any) {
       if (expiry < next) next = expiry;
+      /* a hold begun while it sleeps sends its deferred self watch
+       * self_delay after it began (src/core/lock/machine.c): it looks at
+       * least that often while holds are on, and no hold wakes it */
+      if (c->self_delay > 0 && now + c->self_delay < next)
+        next = now + c->self_delay;
       if (c->state == ZKL_CONNECTED && c->zh && !c->closing &&
           !c->probe_out) {
         double due = c->probe_at + t / 3;

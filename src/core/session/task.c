@@ -94,9 +94,20 @@ int zkl_task_watches(const zkl_task *t, const char *path) {
   return t->watch && strcmp(t->watch, path) == 0;
 }
 
+/* Inside a reply's completion (zkl_task_enter .. zkl_task_leave_if, on a
+ * ZooKeeper completion thread), the waiters are woken once, when it lets
+ * go of the mutex; elsewhere at once.  (issue 34: a waiter woken under the
+ * mutex only blocks on it, a context switch more per reply) */
+static __thread int task_in_reply, task_owed;
+
 void zkl_task_notify(zkl_task *t) {
   zkl_client_touch(t->c, t->wake_id);
-  zkl_client_changed(t->c);
+  if (task_in_reply) {
+    zkl_client_bump(t->c);
+    task_owed = 1;
+  } else {
+    zkl_client_changed(t->c);
+  }
 }
 
 void zkl_task_seterr(zkl_task *t, int rc, const char *what) {
@@ -153,6 +164,8 @@ zkl_req *zkl_task_enter_req(const void *data, int rc) {
   zkl_req *r = (zkl_req *)data;
   pthread_mutex_lock(&r->c->mu);
   zkl_client_heard(r->c, r->sent, rc);
+  task_in_reply = 1;
+  task_owed = 0;
   return r;
 }
 
@@ -162,12 +175,19 @@ zkl_task *zkl_task_enter(const void *data, int rc, zkl_req **rp) {
   return r->t->epoch == r->epoch ? r->t : NULL;
 }
 
+/* Whatever moved, waiters look again: woken once the mutex is let go of,
+ * so that a waiter does not wake only to block on it (a context switch
+ * per completion saved: issue 34).  The client outlives the completion:
+ * it is freed after zookeeper_close, which joins this thread. */
 void zkl_task_leave_if(zkl_req *r, int news) {
   zkl_client *c = r->c;
   if (news) zkl_client_touch(c, r->t->wake_id);
   zkl_req_done(r);
-  if (news) zkl_client_changed(c); /* whatever moved, waiters look again */
+  if (news) zkl_client_bump(c);
+  news |= task_owed;
+  task_in_reply = task_owed = 0;
   pthread_mutex_unlock(&c->mu);
+  if (news) pthread_cond_broadcast(&c->cv);
 }
 
 void zkl_task_leave(zkl_req *r) { zkl_task_leave_if(r, 1); }
