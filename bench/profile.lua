@@ -19,8 +19,9 @@
 --  2. Syscalls: one run under `perf record -e raw_syscalls:sys_enter`,
 --     the loop alone again: each thread's system calls per cycle, by name.
 --  3. Lua: one run of profile_loop's alloc, count and sample modes:
---     bytes allocated and VM instructions per cycle, and each Lua file's
---     share of the instructions and the bytes.
+--     bytes allocated and VM instructions per cycle (in all, and per
+--     function), and each Lua file's share of the instructions and the
+--     bytes.
 -- The perf data stay in PROFILE_OUT (default: a new directory
 -- /tmp/zklock-profile.XXXXXX), one file per program and step, to read
 -- further (perf report -i FILE).
@@ -277,6 +278,25 @@ local ok, err = pcall(function()
         end
       end
       print("  " .. table.concat(parts, " "))
+      parts = {}
+      for l in out:gmatch("count_fn [^\n]*") do
+        local f, k = l:match("fn=(%S+) instructions=(%S+)")
+        if tonumber(k) >= 20 then
+          parts[#parts + 1] = ("%s=%.0f"):format(f:gsub("^.*/zklock/", ""),
+            tonumber(k))
+        end
+      end
+      print("  instructions by function (file:line defined, >= 20): " ..
+        table.concat(parts, " "))
+      parts = {}
+      for l in out:gmatch("sample_fn [^\n]*") do
+        local f, share = l:match("fn=(%S+) self=(%S+)")
+        if tonumber(share) >= 0.02 then
+          parts[#parts + 1] = ("%s=%.0f%%"):format(f:gsub("^.*/zklock/", ""),
+            share * 100)
+        end
+      end
+      print("  functions: " .. table.concat(parts, " "))
     end
   end
 end)

@@ -14,11 +14,11 @@
 --           With ctl= and ack=, perf's control FIFOs: the loop is
 --           bracketed by "enable" and "disable" (perf record -D -1).
 --   alloc   the collector stopped: bytes allocated per cycle
---           (collectgarbage("count")), and the CPU per cycle without
---           collection work.
+--           (collectgarbage("count")).
 --   count   VM instructions per cycle, exact (a count hook every
---           instruction); under LuaJIT, with the JIT off: interpreted
---           bytecodes.
+--           instruction), in all and per function (`count_fn fn=FILE:LINE
+--           instructions=`, LINE where it is defined); under LuaJIT,
+--           with the JIT off: interpreted bytecodes.
 --   sample  a count hook every 97 instructions: per file (module), the
 --           share of the Lua thread's VM instructions that ran in its
 --           functions ("self"), the share of samples where one of its
@@ -120,26 +120,37 @@ end
 function modes.alloc()
   collectgarbage()
   collectgarbage("stop")
-  local k0, c0 = collectgarbage("count"), os.clock()
+  local k0 = collectgarbage("count")
   loop(cycles)
-  local c1, k1 = os.clock(), collectgarbage("count")
+  local k1 = collectgarbage("count")
   collectgarbage("restart")
   collectgarbage()
-  print(("alloc runtime=%s cohort=%s cycles=%d bytes=%.0f cpu_us_nogc=%.1f")
-    :format(runtime, cohort and "on" or "off", cycles,
-      (k1 - k0) * 1024 / cycles, (c1 - c0) / cycles * 1e6))
+  print(("alloc runtime=%s cohort=%s cycles=%d bytes=%.0f"):format(runtime,
+    cohort and "on" or "off", cycles, (k1 - k0) * 1024 / cycles))
 end
 
 function modes.count()
   if jit then jit.off(); jit.flush() end
-  local n = 0
-  debug.sethook(function() n = n + 1 end, "", 1)
+  local n, fns, getinfo = 0, {}, debug.getinfo
+  debug.sethook(function()
+    local info = getinfo(2, "S")
+    local fn = info.short_src .. ":" .. info.linedefined
+    fns[fn] = (fns[fn] or 0) + 1
+    n = n + 1
+  end, "", 1)
   loop(cycles)
   debug.sethook()
   if jit then jit.on() end
   print(("count runtime=%s cohort=%s cycles=%d instructions=%.1f%s"):format(
     runtime, cohort and "on" or "off", cycles, n / cycles,
     jit and " (interpreted, JIT off)" or ""))
+  local fl = {}
+  for f, c in pairs(fns) do fl[#fl + 1] = { f, c } end
+  table.sort(fl, function(a, b) return a[2] > b[2] end)
+  for _, x in ipairs(fl) do
+    print(("count_fn runtime=%s cohort=%s fn=%s instructions=%.1f"):format(
+      runtime, cohort and "on" or "off", x[1], x[2] / cycles))
+  end
 end
 
 function modes.sample()

@@ -7,7 +7,9 @@
 -- CPU over the loop); here they are added up: the rate over all rounds,
 -- p50 the median of the rounds' medians, p99 the highest round's, the CPU,
 -- requests and notifications per cycle over all cycles.  Then the ratios
--- and their targets (BENCH.md).
+-- and their targets (BENCH.md): rates over all rounds; CPU per cycle as
+-- the median of the rounds' ratios (each round runs both programs; one
+-- round disturbed by other work on the machine moves a ratio of sums).
 --   dofile("bench/w1_run.lua")(hosts, java_cp, kazoo, rounds, cycles)
 --     -> { floor = rate, ["lua5.4"] = rate, luajit = rate,
 --          curator = rate|nil, kazoo = rate|nil }
@@ -49,7 +51,7 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
     cmd = ("%s bench %s /bench/kw1 %d"):format(kazoo, hosts, cycles) }
 
   for _, p in ipairs(progs) do
-    p.ops, p.secs, p.p50, p.p99, p.sum = 0, 0, {}, 0, {}
+    p.ops, p.secs, p.p50, p.p99, p.sum, p.cpu = 0, 0, {}, 0, {}, {}
   end
   for r = 1, rounds do
     for k = 0, #progs - 1 do
@@ -75,12 +77,22 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
         p.secs = p.secs + n / f.ops_per_s
         p.p50[#p.p50 + 1] = f.p50_us
         p.p99 = math.max(p.p99, f.p99_us)
+        p.cpu[r] = f.cpu_us_per_cycle
         for _, k2 in ipairs { "cpu_us_per_cycle", "requests_per_cycle",
             "notifications_per_cycle" } do
           if f[k2] then p.sum[k2] = (p.sum[k2] or 0) + f[k2] * n end
         end
       end
     end
+  end
+
+  -- CPU: the median over the rounds of a's over b's
+  local function cpu_ratio(a, b)
+    local t = {}
+    for r = 1, rounds do
+      if a.cpu[r] and b.cpu[r] then t[#t + 1] = a.cpu[r] / b.cpu[r] end
+    end
+    return median(t)
   end
 
   local by = {}
@@ -112,9 +124,9 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
     print(("ratio %s/floor.create_delete=%.2f (target >= 0.95)"):format(
       on.name, on.rate / floor.rate))
     print(("ratio cpu %s/floor.create_delete=%.2f (target <= %d)"):format(
-      on.name, on.cpu_us_per_cycle / floor.cpu_us_per_cycle, r.cpu_target))
+      on.name, cpu_ratio(on, floor), r.cpu_target))
     print(("ratio cpu %s/%s=%.3f (target <= 1.05)"):format(on.name, off.name,
-      on.cpu_us_per_cycle / off.cpu_us_per_cycle))
+      cpu_ratio(on, off)))
     print(("counts %s requests_per_cycle=%.3f (target = 3) " ..
       "notifications_per_cycle=%.3f (target = 0)"):format(on.name,
       on.requests_per_cycle, on.notifications_per_cycle))
@@ -128,7 +140,7 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
   for _, peer in ipairs { cur or false, kz or false } do
     if peer and peer.cpu_us_per_cycle then
       print(("ratio cpu %s/floor.create_delete=%.2f"):format(peer.name,
-        peer.cpu_us_per_cycle / floor.cpu_us_per_cycle))
+        cpu_ratio(peer, floor)))
     end
   end
   return res
