@@ -214,9 +214,9 @@ local function leaver(c, w)
 end
 
 -- w now waits on obj, which zklock.rt.wait knows of
-local function wait_on(c, w, obj)
+local function wait_on(_, w, obj)
   unlist(w)
-  on_abandon(obj, leaver(c, w)); w.on = obj
+  on_abandon(obj, w.bye); w.on = obj
 end
 
 -- leave, and wait (a grace period) for a node let go of to be gone: an
@@ -410,7 +410,10 @@ function M.take(f, timeout, max_hold, read)
     if c.att:contenders() then w.late = c.att end
   end
   local sentinel = watch_over(c, w)
-  local att, info, code = guard.guarded(function() leave(c, w) end, wait_turn,
+  -- (one closure for both: the guard, and what zklock.rt.wait runs for
+  -- a wait abandoned: wait_on)
+  w.bye = leaver(c, w)
+  local att, info, code = guard.guarded(w.bye, wait_turn,
     f, c, w, timeout, timeout and now() + timeout, read)
   if att then info.sentinel = sentinel end
   return att, info, code
