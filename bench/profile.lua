@@ -168,6 +168,25 @@ local function syscall_profile(file, out)
   return r
 end
 
+-- "lock/cohort.lua:243" -> "lock/cohort.lua:243(wait_turn)": the name
+-- from the line where the function is defined, in the profiled tree
+local function fn_name(f)
+  local file, line = f:match("^(.*):(%d+)$")
+  local short = (file or f):gsub("^.*/zklock/", "")
+  local fh = file and io.open(TREE .. "/lua/zklock/" .. short)
+  if not fh then return short .. (line and ":" .. line or "") end
+  local n, name = 0, nil
+  for l in fh:lines() do
+    n = n + 1
+    if n == tonumber(line) then
+      name = l:match("function%s+([%w_.:]+)") or "anonymous"
+      break
+    end
+  end
+  fh:close()
+  return ("%s:%s(%s)"):format(short, line, name or "?")
+end
+
 local function add(into, from, scale)
   for k, v in pairs(from) do
     if type(v) == "number" then into[k] = (into[k] or 0) + v * scale end
@@ -282,21 +301,12 @@ local ok, err = pcall(function()
       for l in out:gmatch("count_fn [^\n]*") do
         local f, k = l:match("fn=(%S+) instructions=(%S+)")
         if tonumber(k) >= 20 then
-          parts[#parts + 1] = ("%s=%.0f"):format(f:gsub("^.*/zklock/", ""),
-            tonumber(k))
+          parts[#parts + 1] = ("%s=%.0f"):format(fn_name(f), tonumber(k))
         end
       end
       print("  instructions by function (file:line defined, >= 20): " ..
         table.concat(parts, " "))
-      parts = {}
-      for l in out:gmatch("sample_fn [^\n]*") do
-        local f, share = l:match("fn=(%S+) self=(%S+)")
-        if tonumber(share) >= 0.02 then
-          parts[#parts + 1] = ("%s=%.0f%%"):format(f:gsub("^.*/zklock/", ""),
-            share * 100)
-        end
-      end
-      print("  functions: " .. table.concat(parts, " "))
+
     end
   end
 end)
