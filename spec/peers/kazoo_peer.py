@@ -177,7 +177,6 @@ def guarded(hosts, path, node, cycles, gate, out):
         lock.release()
         lat.append(time.monotonic() - s)
     t1 = time.monotonic()
-    cpu = time.process_time() - c0
     client.stop()
     client.close()
     write_bench(out, t0, t1, lat)
