@@ -24,7 +24,8 @@
 --     bytes.
 -- The perf data stay in PROFILE_OUT (default: a new directory
 -- /tmp/zklock-profile.XXXXXX), one file per program and step, to read
--- further (perf report -i FILE).
+-- further (perf report -i FILE), with the program's output beside it
+-- (FILE.out).
 local testing = require "zklock.testing"
 
 local TREE = os.getenv("PROFILE_TREE") or "."
@@ -96,6 +97,8 @@ local function record(p, hosts, file, cycles, event)
     command(p, hosts, cycles, loop and
       ("modes=plain ctl=%s ack=%s"):format(ctl, ack)), file))
   os.remove(ctl); os.remove(ack)
+  local fh = io.open(file .. ".out", "w") -- (the program's own lines)
+  if fh then fh:write(out); fh:close() end
   assert(out:find(p.floor and "floor%.create_delete" or "^plain"),
     p.name .. ": " .. out .. sh("cat " .. file .. ".err"))
   return out
@@ -130,9 +133,11 @@ local function cpu_profile(file, out)
   local parsed, seen = {}, {}
   for _, l in ipairs(rows) do
     local n, tid, dso, sym = l:match(
-      "^%s*(%d+)%s+(%d+):%S+%s+(%S+)%s+%[.%]%s+(.-)%s*$")
+      "^%s*(%d+)%s+(%d+):%S+%s+(.-)%s+%[.%]%s+(.-)%s*$")
     if n then
       tid = tonumber(tid)
+      -- LuaJIT's compiled traces: "[JIT] tid N", one name per thread
+      if dso:find("^%[JIT%]") then dso = "[JIT]" end
       seen[tid] = true
       -- the interpreters are stripped: their functions count as one
       if sym:find("^0x") then sym = "(unnamed)" end
