@@ -7,10 +7,10 @@
 -- time from posix_spawn to its reaping, and its CPU time (user and
 -- system, every thread) as the growth of getrusage(RUSAGE_CHILDREN) once
 -- reaped.  That is the kernel's count behind /proc/self/stat's
--- cutime/cstime, in microseconds where /proc gives clock ticks (10 ms: a
--- fifth of the floor's whole run).  Hence LuaJIT, for its FFI.  A second
--- set of runs with 0 cycles (start, connect, close) shows the start-up
--- alone.  Lines:
+-- cutime/cstime, in microseconds where /proc gives clock ticks (10 ms:
+-- about an eighth of the floor's whole run).  Hence LuaJIT, for its
+-- FFI.  A second set of runs with 0 cycles (start, connect, close) shows
+-- the start-up alone.  Lines:
 --   whole.<prog> processes= cycles= ops_per_s= wall_ms= cpu_ms= user_ms=
 --     sys_ms= cpu_us_per_cycle= startup_wall_ms= startup_cpu_ms=
 -- (per process, means over the rounds; ops_per_s and cpu_us_per_cycle
