@@ -19,8 +19,11 @@ local RUNTIMES = {
   { rt = "luajit", cpath = "./build/luajit/?.so;;", cpu_target = 2 },
 }
 local W1 = "zklock.mutex.uncontended."
-local FIELDS = { "ops_per_s", "p50_us", "p99_us", "cpu_us_per_cycle",
-  "requests_per_cycle", "notifications_per_cycle" }
+-- the per-cycle fields added up over the rounds (weighted by cycles)
+local PER_CYCLE = { "cpu_us_per_cycle", "lua_thread_cpu_us_per_cycle",
+  "requests_per_cycle", "notifications_per_cycle", "on_cpu_us_per_cycle",
+  "off_cpu_us_per_cycle", "on_lua_thread_us_per_cycle",
+  "off_lua_thread_us_per_cycle" }
 
 local function median(t)
   table.sort(t)
@@ -41,6 +44,10 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
             off and "-off cohort=off" or ""),
       }
     end
+    -- cohorts on and off taking turns in one process (w1.lua ab=1)
+    progs[#progs + 1] = { name = W1 .. r.rt .. ".cohort_ab", ab = true,
+      cmd = ("LUA_CPATH='%s' %s bench/w1.lua %s %d path=/bench/w1-%s-ab " ..
+        "ab=1"):format(r.cpath, r.rt, hosts, cycles, r.rt) }
   end
   if java_cp then
     progs[#progs + 1] = { name = "curator.mutex.uncontended",
@@ -52,6 +59,7 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
 
   for _, p in ipairs(progs) do
     p.ops, p.secs, p.p50, p.p99, p.sum, p.cpu = 0, 0, {}, 0, {}, {}
+    p.abr = {}
   end
   for r = 1, rounds do
     for k = 0, #progs - 1 do
@@ -72,14 +80,17 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
         end
       else
         local f = {}
-        for _, k2 in ipairs(FIELDS) do f[k2] = tonumber(l:match(k2 .. "=(%S+)")) end
+        for k2, v in l:gmatch("([%w_]+)=(%S+)") do f[k2] = tonumber(v) end
         p.ops = p.ops + n
-        p.secs = p.secs + n / f.ops_per_s
-        p.p50[#p.p50 + 1] = f.p50_us
-        p.p99 = math.max(p.p99, f.p99_us)
-        p.cpu[r] = f.cpu_us_per_cycle
-        for _, k2 in ipairs { "cpu_us_per_cycle", "requests_per_cycle",
-            "notifications_per_cycle" } do
+        if p.ab then
+          p.abr[r] = f.on_cpu_us_per_cycle / f.off_cpu_us_per_cycle
+        else
+          p.secs = p.secs + n / f.ops_per_s
+          p.p50[#p.p50 + 1] = f.p50_us
+          p.p99 = math.max(p.p99, f.p99_us)
+          p.cpu[r] = f.cpu_us_per_cycle
+        end
+        for _, k2 in ipairs(PER_CYCLE) do
           if f[k2] then p.sum[k2] = (p.sum[k2] or 0) + f[k2] * n end
         end
       end
@@ -98,18 +109,21 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
   local by = {}
   for _, p in ipairs(progs) do
     if p.ops > 0 then
-      p.rate = p.ops / p.secs
       local extra = {}
-      for _, k2 in ipairs { "cpu_us_per_cycle", "requests_per_cycle",
-          "notifications_per_cycle" } do
+      for _, k2 in ipairs(PER_CYCLE) do
         if p.sum[k2] then
           p[k2] = p.sum[k2] / p.ops
-          extra[#extra + 1] = (k2 == "cpu_us_per_cycle" and " %s=%.1f"
+          extra[#extra + 1] = (k2:find("_us_per_cycle$") and " %s=%.1f"
             or " %s=%.3f"):format(k2, p[k2])
         end
       end
-      print(("%s ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f%s"):format(
-        p.name, p.ops, p.rate, median(p.p50), p.p99, table.concat(extra)))
+      if p.ab then
+        print(("%s ops=%d%s"):format(p.name, p.ops, table.concat(extra)))
+      else
+        p.rate = p.ops / p.secs
+        print(("%s ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f%s"):format(
+          p.name, p.ops, p.rate, median(p.p50), p.p99, table.concat(extra)))
+      end
       by[p.name] = p
     end
   end
@@ -127,6 +141,13 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
       on.name, cpu_ratio(on, floor), r.cpu_target))
     print(("ratio cpu %s/%s=%.3f (target <= 1.05)"):format(on.name, off.name,
       cpu_ratio(on, off)))
+    local ab = by[W1 .. r.rt .. ".cohort_ab"]
+    if ab then
+      print(("ratio cpu %s on/off=%.3f lua_thread on/off=%.3f (target <= " ..
+        "1.05; one process, blocks alternating)"):format(ab.name,
+        median(ab.abr), ab.on_lua_thread_us_per_cycle /
+        ab.off_lua_thread_us_per_cycle))
+    end
     print(("counts %s requests_per_cycle=%.3f (target = 3) " ..
       "notifications_per_cycle=%.3f (target = 0)"):format(on.name,
       on.requests_per_cycle, on.notifications_per_cycle))
