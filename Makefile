@@ -50,6 +50,8 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
 # package is content with lua5.4: name one); `make dev-deps` these and, for
 # compat and test-compat, the other Lua versions' interpreters and headers
 LINT_DEPS = lua-check
+# `make profile`: perf (Debian's linux-perf)
+PROFILE_DEPS = linux-perf
 DOC_DEPS = lua-ldoc lua5.1
 DEV_DEPS = $(LINT_DEPS) $(DOC_DEPS) lua5.3 liblua5.3-dev lua5.2 \
            liblua5.2-dev liblua5.1-0-dev
@@ -61,7 +63,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
   spec/revoke_spec.lua
 
-.PHONY: all deps dev-deps test demo bench bench-memory memcheck asan torture chaos chaos-found soak clean \
+.PHONY: all deps dev-deps test demo bench bench-memory profile memcheck asan torture chaos chaos-found soak clean \
         distclean env zk zk-stop \
         compat test-compat lint docs rockspec-check
 
@@ -209,6 +211,16 @@ demo: deps all
 bench: deps all
 	@sh bench/run.sh
 
+# where an uncontended cycle's time goes (bench/profile.lua, a few minutes;
+# docs/performance.md, "Where a cycle's time goes"): per thread and shared
+# object (perf), system calls, Lua instructions, bytes and files per
+# cycle.  PROFILE_TREE=DIR profiles another checkout's lua/ and build/
+# (build it first: make -C DIR all) with this tree's tools and floor.
+profile: deps all build/floor
+	@sh tools/deps.sh $(PROFILE_DEPS)
+	@LUA_PATH='$(TREE_LPATH);;' LUA_CPATH='$(QROOT)/build/lua5.4/?.so;;' \
+	  lua5.4 bench/profile.lua
+
 # W5 to 10^6 cycles per runtime (about 30 minutes; make bench stops at 10^5)
 bench-memory: deps all
 	@BENCH_ONLY=w5 BENCH_W5_CYCLES="100000 1000000" sh bench/run.sh
@@ -272,5 +284,5 @@ distclean:
 
 build/floor: bench/floor.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt
+	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt -lpthread
 

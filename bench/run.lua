@@ -8,6 +8,10 @@ local testing = require "zklock.testing"
 
 local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 3
 local CYCLES = tonumber(os.getenv("BENCH_CYCLES")) or 1000
+-- W1 in whole processes: more rounds than the rest (a process per program
+-- per round, short ones); the whole-process check's cycles per process
+local W1_ROUNDS = tonumber(os.getenv("BENCH_W1_ROUNDS")) or 5
+local WHOLE_CYCLES = tonumber(os.getenv("BENCH_WHOLE_CYCLES")) or 1500
 local C, M = 8, tonumber(os.getenv("BENCH_C8_CYCLES")) or 150
 local SEM_CYCLES = tonumber(os.getenv("BENCH_SEM_CYCLES")) or 500
 local LEASES = 2 -- the contended semaphore: C contenders, LEASES leases
@@ -27,47 +31,28 @@ end
 local JAVA_CP = os.getenv("ZKLOCK_PEER_CP") -- the compiled Curator peer
 
 -- BENCH_ONLY=w5 (make bench-memory): W5 alone
+-- BENCH_ONLY=w1: W1 in whole processes and the whole-process check alone
 local W5_ONLY = os.getenv("BENCH_ONLY") == "w5"
+local W1_ONLY = os.getenv("BENCH_ONLY") == "w1"
 local ok, err = true, nil
 local srv = not W5_ONLY and testing.server({ tick_time = 2000 })
 if srv then ok, err = pcall(function()
   local hosts = srv.connect_string
-  local zk = assert(zklock.connect(hosts))
-  local m = zk:mutex("/bench/w1")
-  assert(m:acquire()); m:release() -- parents exist, code is warm
-
-  local floor = { ops = 0, secs = 0, lat = {} }
-  local w1 = { ops = 0, secs = 0, lat = {} }
-  for _ = 1, ROUNDS do
-    -- floor: the raw C client, one process
-    local fh = assert(io.popen(("./build/floor %s %d"):format(hosts, CYCLES)))
-    local out = fh:read("*a")
-    fh:close()
-    local n, rate, p50, p99 = out:match(
-      "ops=(%d+) ops_per_s=(%S+) p50_us=(%S+) p99_us=(%S+)")
-    assert(n, "floor failed: " .. out)
-    floor.ops = floor.ops + n
-    floor.secs = floor.secs + n / rate
-    floor.lat[#floor.lat + 1] = p50 / 1e6
-    floor.p99 = math.max(floor.p99 or 0, p99 / 1e6)
-    -- W1: one client, one mutex
-    local t0 = core.now()
-    for _ = 1, CYCLES do
-      local a = core.now()
-      assert(m:acquire())
-      m:release()
-      w1.lat[#w1.lat + 1] = core.now() - a
-    end
-    w1.ops = w1.ops + CYCLES
-    w1.secs = w1.secs + core.now() - t0
+  -- W1 in whole processes, per runtime, beside the floor, Curator and
+  -- kazoo (bench/w1_run.lua); then the whole-process check: start,
+  -- connect, cycles, close, measured from outside (bench/whole.lua)
+  local KAZOO = "/usr/bin/python3 spec/peers/kazoo_peer.py" -- (Debian's)
+  local w1 = dofile("bench/w1_run.lua")(hosts, JAVA_CP, KAZOO, W1_ROUNDS,
+    CYCLES)
+  local floor_rate, w1rate = w1.floor, w1["lua5.4"]
+  do
+    local fh = assert(io.popen(("LUA_CPATH='./build/luajit/?.so;;' luajit " ..
+      "bench/whole.lua %s %d %d"):format(hosts, WHOLE_CYCLES, ROUNDS)))
+    io.write(fh:read("*a"))
+    assert(fh:close(), "bench/whole.lua failed")
   end
-  -- the floor reports per-round p50/p99; keep them as such
-  print(("floor.create_delete ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f")
-    :format(floor.ops, floor.ops / floor.secs, pct(floor.lat, 0.5) * 1e6,
-      floor.p99 * 1e6))
-  local w1rate = line("zklock.mutex.uncontended", w1.ops, w1.secs, w1.lat)
-  print(("ratio zklock.mutex.uncontended/floor.create_delete=%.2f (target >= 0.9)")
-    :format(w1rate / (floor.ops / floor.secs)))
+  if W1_ONLY then return end
+  local zk = assert(zklock.connect(hosts))
   -- TLS (docs/security.md): the same cycle over TLS, beside plaintext on
   -- the same server (Netty, both ports: TLS needs NettyServerCnxnFactory),
   -- rounds alternating
@@ -103,8 +88,8 @@ if srv then ok, err = pcall(function()
       local tls = line(runs[2].name, runs[2].ops, runs[2].secs, runs[2].lat)
       print(("ratio zklock.mutex.uncontended.tls/zklock.mutex.uncontended." ..
         "netty=%.2f"):format(tls / plain))
-      print(("ratio zklock.mutex.uncontended.tls/zklock.mutex.uncontended=" ..
-        "%.2f"):format(tls / w1rate))
+      print(("ratio zklock.mutex.uncontended.tls/zklock.mutex.uncontended." ..
+        "lua5.4=%.2f"):format(tls / w1rate))
       zp:close()
       zt:close()
     end)
@@ -127,7 +112,7 @@ if srv then ok, err = pcall(function()
     end
     local rate = line("zklock.mutex.cached", n, core.now() - t0, lat)
     print(("ratio zklock.mutex.cached/floor.create_delete=%.1f " ..
-      "requests_per_cycle=%.3f"):format(rate / (floor.ops / floor.secs),
+      "requests_per_cycle=%.3f"):format(rate / floor_rate,
       (zk:stats().requests - r0) / n))
     -- what a contender pays: an acquire by another session against the
     -- lingering node (our watch sees it, our node goes, its wake-up), and
@@ -168,33 +153,6 @@ if srv then ok, err = pcall(function()
       :format(us, us / (1e6 / w1rate) * 100))
   end
   zk:close()
-  local curator
-  if JAVA_CP then -- the peer, same server, same run
-    local fh = assert(io.popen(("java -cp %s CuratorPeer bench %s /bench/cw1 %d")
-      :format(JAVA_CP, hosts, CYCLES)))
-    local out = fh:read("*a")
-    fh:close()
-    io.write(out)
-    curator = tonumber(out:match("ops_per_s=(%S+)"))
-    if curator then
-      print(("ratio zklock.mutex.uncontended/curator.mutex.uncontended=%.2f " ..
-        "(target >= 1.5)"):format(w1rate / curator))
-    end
-  end
-
-  local KAZOO = "/usr/bin/python3 spec/peers/kazoo_peer.py" -- (Debian's)
-  do -- kazoo's Lock, same server, same run
-    local fh = assert(io.popen(("%s bench %s /bench/kw1 %d 2>&1"):format(
-      KAZOO, hosts, CYCLES)))
-    local out = fh:read("*a")
-    fh:close()
-    io.write(out)
-    local kazoo = tonumber(out:match("kazoo%.mutex%.uncontended.-ops_per_s=(%S+)"))
-    if kazoo then
-      print(("ratio zklock.mutex.uncontended/kazoo.mutex.uncontended=%.2f")
-        :format(w1rate / kazoo))
-    end
-  end
 
   -- W2: C separate processes (sessions) on one mutex
   local lua = os.getenv("ZKLOCK_LUA") or "lua5.4"
@@ -234,6 +192,14 @@ if srv then ok, err = pcall(function()
     return ("%s bench/worker.lua %s /bench/c8 %d %s %s"):format(lua, hosts, M,
       gate, out)
   end)
+  -- the same with lock caching: each worker's released node lingers
+  -- (BENCH.md: at least 0.9 x the plain line)
+  local zl = c8("zklock.mutex.c8.linger", function(gate, out)
+    return ("%s bench/worker.lua %s /bench/c8l %d %s %s linger=600"):format(
+      lua, hosts, M, gate, out)
+  end)
+  print(("ratio zklock.mutex.c8.linger/zklock.mutex.c8=%.2f (target >= 0.9)")
+    :format(zl / z))
   if JAVA_CP then
     local cur = c8("curator.mutex.c8", function(gate, out)
       return ("java -cp %s CuratorPeer bench %s /bench/cc8 %d %s %s"):format(
@@ -248,7 +214,7 @@ if srv then ok, err = pcall(function()
   end)
   print(("ratio zklock.mutex.c8/kazoo.mutex.c8=%.2f"):format(z / kz))
   print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.4)")
-    :format(z / (floor.ops / floor.secs)))
+    :format(z / floor_rate))
 
   -- guarded: C processes adding one to a counter node under the mutex,
   -- plain (acquire, get, set, release) and pipelined (the read with the
@@ -353,6 +319,7 @@ assert(ok, err)
 -- (forceSync=no): the client's memory does not depend on the disk.  Even
 -- so 10^6 cycles take about 13 minutes per runtime here: make bench
 -- (under 20 minutes) stops at 10^5.
+if W1_ONLY then return end
 local W5 = os.getenv("BENCH_W5_CYCLES") or "100000"
 local fast = testing.server({ tick_time = 2000,
   config = { forceSync = "no" } })

@@ -18,8 +18,8 @@ ZKLOCK_LUA=lua5.4 lua5.4 bench/run.lua
 # event loops: 1,000 coroutines queued on one lock in one process, through
 # each adapter and (the peer) polling every 10 ms; copas under LuaJIT
 # (Debian's copas is for Lua 5.1/5.2)
-if [ "${BENCH_ONLY:-}" != w5 ]; then
-  ZKLOCK_LUA=lua5.4 lua5.4 bench/loops_run.lua
-fi
-# W4: nginx + wrk (examples/nginx); not in BENCH_ONLY=w5 (make bench-memory)
-[ "${BENCH_ONLY:-}" = w5 ] || ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua
+# (BENCH_ONLY=w5, make bench-memory: W5 alone; BENCH_ONLY=w1: W1 in
+# whole processes and the whole-process check alone)
+[ -n "${BENCH_ONLY:-}" ] || ZKLOCK_LUA=lua5.4 lua5.4 bench/loops_run.lua
+# W4: nginx + wrk (examples/nginx)
+[ -n "${BENCH_ONLY:-}" ] || ZKLOCK_LUA=lua5.4 lua5.4 bench/w4.lua

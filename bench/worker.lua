@@ -1,14 +1,18 @@
 -- One benchmark client: `worker.lua hosts path cycles gate [outfile
--- [leases]]`.  Waits for the gate file, then does `cycles` acquire+release
--- cycles of a mutex (or of a semaphore of `leases`) and writes "start end"
--- then one acquire latency (seconds) per line.
+-- [leases | linger=S]]`.  Waits for the gate file, then does `cycles`
+-- acquire+release cycles of a mutex (or of a semaphore of `leases`; or of
+-- a mutex whose released node lingers up to S seconds: zklock.mutex.c8.
+-- linger) and writes "start end" then one acquire latency (seconds) per
+-- line.
 local zklock = require "zklock"
 local core = require "zklock.core"
 local W = dofile("spec/workers/common.lua")
 local hosts, path, cycles, gate, out, leases = ...
 cycles = tonumber(cycles)
 local zk = assert(zklock.connect(hosts, { session_timeout = 10 }))
-local m = zk:mutex(path)
+local linger = leases and tonumber(leases:match("^linger=(.+)$"))
+if linger then leases = nil end
+local m = zk:mutex(path, { linger = linger })
 if leases then -- a semaphore's lease per cycle, through the same calls
   local sem = zk:semaphore(path, tonumber(leases))
   local lease

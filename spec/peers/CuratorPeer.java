@@ -126,10 +126,19 @@ public final class CuratorPeer {
     }
   }
 
+  // The CPU time of the whole process (every thread: ours, Curator's and
+  // the ZooKeeper client's, the JIT compiler's and the collector's), in ns
+  static long processCpuNs() {
+    return ((com.sun.management.OperatingSystemMXBean)
+        java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+        .getProcessCpuTime();
+  }
+
   // bench HOSTS PATH CYCLES [GATEFILE OUTFILE]: acquire+release in a loop
-  // after a warm-up; alone, prints one bench line (docs/performance.md);
-  // with a gate, waits for it and writes "start end" then one acquire
-  // latency per line (W2)
+  // after a warm-up; alone, prints one bench line (docs/performance.md)
+  // with cpu_us_per_cycle, the process's CPU time over the loop; with a
+  // gate, waits for it and writes "start end" then one acquire latency
+  // per line (W2)
   static void bench(String[] a) throws Exception {
     int cycles = Integer.parseInt(a[3]);
     try (CuratorFramework c = connect(a[1])) {
@@ -137,6 +146,7 @@ public final class CuratorPeer {
       for (int i = 0; i < 50; i++) { acquireOrDie(m, a[2]); m.release(); }
       if (a.length > 5) waitForFile(a[4], 150);
       double[] lat = new double[cycles];
+      long cpu0 = processCpuNs();
       double t0 = now();
       for (int i = 0; i < cycles; i++) {
         double s = now();
@@ -146,6 +156,7 @@ public final class CuratorPeer {
         if (a.length <= 5) lat[i] = now() - s; // W1: the whole cycle
       }
       double t1 = now();
+      long cpu = processCpuNs() - cpu0;
       if (a.length > 5) {
         StringBuilder out = new StringBuilder();
         out.append(String.format(Locale.ROOT, "%.6f %.6f\n", t0, t1));
@@ -155,9 +166,11 @@ public final class CuratorPeer {
       }
       java.util.Arrays.sort(lat);
       System.out.println(String.format(Locale.ROOT,
-          "curator.mutex.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f",
+          "curator.mutex.uncontended ops=%d ops_per_s=%.1f p50_us=%.0f p99_us=%.0f"
+          + " cpu_us_per_cycle=%.1f",
           cycles, cycles / (t1 - t0), lat[cycles / 2] * 1e6,
-          lat[(int) Math.min(cycles - 1, Math.ceil(cycles * 0.99) - 1)] * 1e6));
+          lat[(int) Math.min(cycles - 1, Math.ceil(cycles * 0.99) - 1)] * 1e6,
+          cpu / 1e3 / cycles));
     }
   }
 
