@@ -205,7 +205,7 @@ if srv then ok, err = pcall(function()
       return ("java -cp %s CuratorPeer bench %s /bench/cc8 %d %s %s"):format(
         JAVA_CP, hosts, M, gate, out)
     end)
-    print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 1.5)")
+    print(("ratio zklock.mutex.c8/curator.mutex.c8=%.2f (target >= 2.5)")
       :format(z / cur))
   end
   local kz = c8("kazoo.mutex.c8", function(gate, out)
@@ -213,7 +213,7 @@ if srv then ok, err = pcall(function()
       out)
   end)
   print(("ratio zklock.mutex.c8/kazoo.mutex.c8=%.2f"):format(z / kz))
-  print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.4)")
+  print(("ratio zklock.mutex.c8/floor.create_delete=%.2f (target >= 1.0)")
     :format(z / floor_rate))
 
   -- guarded: C processes adding one to a counter node under the mutex,
