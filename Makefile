@@ -158,7 +158,8 @@ deps:
 	@$(if $(ZK_DEP),sh tools/zkclient.sh $(ZKC))
 
 # the TLS/SASL C client (ZK=tls): built once per zookeeper package version
-$(ZKC)/stamp: tools/zkclient.sh tools/zkclient-tls-handshake.patch
+$(ZKC)/stamp: tools/zkclient.sh tools/zkclient-tls-handshake.patch \
+             tools/zkclient-io-completions.patch
 	@sh tools/deps.sh $(DEPS)
 	@sh tools/zkclient.sh $(ZKC)
 	@touch $@

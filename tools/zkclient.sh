@@ -7,9 +7,11 @@
 # The source comes from a private apt configuration (one deb-src stanza,
 # lists and cache under DEST/apt): the system's apt set-up is not touched.
 # It is the version of the installed `zookeeper` package, so that the C
-# client and the server beside it are one release.  One patch of ours is
-# applied (tools/zkclient-tls-handshake.patch: the TLS handshake bounded
-# by the session timeout, and ended by zookeeper_close).  Nothing is done
+# client and the server beside it are one release.  Two patches of ours
+# are applied: tools/zkclient-tls-handshake.patch (the TLS handshake
+# bounded by the session timeout, and ended by zookeeper_close) and
+# tools/zkclient-io-completions.patch (a zookeeper_init flag that runs
+# completions on the IO thread: docs/design.md, section 2).  Nothing is done
 # when DEST/stamp names that version and patch level already.
 #
 # Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
@@ -17,7 +19,7 @@
 # compiler that writes the client's generated sources).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
-PATCHES="zkclient-tls-handshake.patch"
+PATCHES="zkclient-tls-handshake.patch zkclient-io-completions.patch"
 DEST=${1:-build/zkc}
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)

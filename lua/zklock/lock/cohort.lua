@@ -20,7 +20,8 @@
 -- signal, client:_signal()), on (what it waits on: zklock.rt.wait's
 -- on_abandon), late
 -- (came while a remote contender was known: no pass to it), granted,
--- gone, dropped (its hold's lock object was collected unreleased) }.
+-- gone, dropped (its hold's lock object was collected unreleased), solo
+-- (it came to an idle cohort: see solo() below) }.
 local core = require "zklock.core"
 local check = require "zklock.rt.check"
 local guard = require "zklock.rt.guard"
@@ -38,7 +39,7 @@ local M = {}
 local now = core.now
 local setmetatable, getmetatable, pairs = setmetatable, getmetatable,
   pairs
-local await = wait.await
+local await, guarded = wait.await, guard.guarded
 
 -- client -> { key -> cohort } (weak values: an idle cohort stays for the
 -- next acquire on its lock, no table made again, until the collector
@@ -48,18 +49,29 @@ local cohorts = setmetatable({}, WEAK_KEYS)
 -- (lock caching: held again, it goes on counting); set by linger.lua
 local last_pass = setmetatable({}, WEAK_KEYS)
 
+local solo, join, watch_over -- (below)
+
 -- (what zklock.ngx calls for a wait nginx abandoned: zklock.rt.wait)
 local on_abandon = wait.on_abandon
 
--- f's cohort, if it has one now: its key, and the cohort or nil
+-- a solo waiter -> its hold's anchor (the info table its hold record
+-- keeps: solo() below); weak both ways
+local anchors = setmetatable({}, { __mode = "kv" })
+
+-- f's cohort, if it has one now: its key, and the cohort or nil (once
+-- found, the lock object keeps it: f.coh)
 local function existing(f)
+  local c = f.coh
+  if c then return c.key, c end
   local key = f.ckey
   if not key then
     key = f.kind .. " " .. f.dir
     f.ckey = key
   end
   local all = cohorts[f.client]
-  return key, all and all[key]
+  c = all and all[key]
+  if c then f.coh = c end
+  return key, c
 end
 
 local function cohort_of(f)
@@ -73,6 +85,7 @@ local function cohort_of(f)
       cohorts[f.client] = all
     end
     all[key] = c
+    f.coh = c
   end
   return c
 end
@@ -232,6 +245,7 @@ end
 local function take_over_dropped(c)
   local att, limit = c.att, c.holder.limit
   c.holder, c.known = nil, nil
+  if not att then detach(c); return end -- (a solo waiter's, before its node)
   if not hand_on(c, limit, att:held()) then
     detach(c)
     att:release()
@@ -371,7 +385,7 @@ end
 -- waiter still waiting; with nobody waiting, the node goes, as the
 -- attempt's own finalizer does outside a cohort.  A finalizer may run
 -- anywhere: it only marks, fires and releases (C).
-local function watch_over(c, w)
+function watch_over(c, w)
   return finalized(function()
     if c.holder == w then w.dropped = true
     elseif not w.gone then w.gone = true
@@ -392,6 +406,76 @@ local function watch_over(c, w)
   end)
 end
 
+-- The first waiter of an idle cohort (no node, no holder, nobody queued)
+-- pays for no queue: it takes a node as an acquire outside a cohort does,
+-- standing as the cohort's holder from the start, so that a waiter who
+-- comes meanwhile queues behind it (one node per client) and is passed
+-- the hold at its release.  What the queue needs of a waiter (the
+-- sentinel, the wait's abandon) is made for it only when a second waiter
+-- comes (join): until then, a solo waiter collected unreleased lets its
+-- node go as a plain attempt does (its own finalizer), and an abandoned
+-- wait releases it.  info, kept by the waiting frame and then by the hold
+-- record (init.lua: `sentinel`), is where join puts the sentinel.
+-- (issue 34: cohorts cost nothing until a second local waiter exists)
+local function solo_end(c, w, att)
+  if c.holder == w then
+    c.holder = nil
+    if c.att == att then c.att = nil end
+    if not c.att then detach(c) end
+  end
+  if att then att:release() end
+end
+
+function solo(f, c, timeout, max_hold, read)
+  local client = f.client
+  local w = { max_hold = max_hold, limit = f.pass_limit, solo = true,
+    granted = false }
+  local info = { pass = 0, fresh = true, read = read }
+  info.sentinel = info -- (the hold record keeps it: join's sentinel in it)
+  anchors[w] = info
+  c.holder = w
+  local deadline = timeout and now() + timeout
+  local att, msg, code = node.start(f, timeout, nil, nil, read)
+  if not att then solo_end(c, w); return nil, msg, code end
+  if c.holder ~= w then -- (gone meanwhile: its sentinel ran)
+    att:release(); return nil, "abandoned", "closed"
+  end
+  c.att, c.pass, c.counted, c.fresh, c.read = att, 0, 0, nil, nil
+  local bye = function() solo_end(c, w, att) end
+  w.bye = bye
+  if w.joined then on_abandon(att, bye) end
+  local st
+  st, msg, code = guarded(bye, await, client, att, deadline,
+    client:session_timeout())
+  w.bye = nil
+  if w.joined then on_abandon(att, nil) end
+  if st == "held" and c.holder == w and c.att == att and
+      att:pass(max_hold) then
+    w.granted = true
+    -- others came meanwhile: learn of remote contenders from now on
+    if c.q.first <= c.q.last then att:watch_contenders() end
+    return att, info
+  end
+  solo_end(c, w, att)
+  await(client, att, op.grace(client))
+  if st == "timeout" then return nil, op.not_acquired(f.path, timeout) end
+  if st == "held" or st == "done" then
+    if w.gone then return nil, "abandoned", "closed" end
+    return nil, op.ended_at_once(f.path)
+  end
+  return nil, msg, code
+end
+
+-- A second waiter came while solo waiter w waits or holds: w gets what a
+-- queued waiter has (its sentinel, in its anchor).
+function join(c, w)
+  w.joined = true
+  local info = anchors[w]
+  if info then info.s = watch_over(c, w) end
+  -- still waiting for its node: an abandoned wait lets the next one lead
+  if w.bye and c.att then on_abandon(c.att, w.bye) end
+end
+
 --- Queue in f's cohort and wait (at most `timeout` seconds) to hold its
 -- node.  Returns the held attempt and what the hold needs to know (pass:
 -- the pass number; fresh: taken from ZooKeeper, its guarded read unread,
@@ -399,11 +483,16 @@ end
 -- release), or nil, msg, code.
 function M.take(f, timeout, max_hold, read)
   local c = cohort_of(f)
-  local w = { max_hold = max_hold, limit = f.pass_limit }
   local q = c.q
+  if not c.holder and not c.att and q.first > q.last then
+    return solo(f, c, timeout, max_hold, read)
+  end
+  local holder = c.holder
+  if holder and holder.solo and not holder.joined then join(c, holder) end
+  local w = { max_hold = max_hold, limit = f.pass_limit }
   q.last = q.last + 1
   q[q.last] = w
-  if c.holder and c.att then
+  if holder and holder.granted and c.att then
     -- someone holds: learn whether remote contenders queue, for the pass
     -- limit; one seen already: this waiter queues behind them
     c.att:watch_contenders()
@@ -439,9 +528,14 @@ end
 -- else the cohort let go of the node (the caller gives it back or keeps
 -- it lingering) and the next waiter queues anew.
 function M.release(f, att, passable, limit, known)
-  local c = cohort_held(f, att)
-  if not c then return false end
+  local c = f.coh
+  if not c or c.att ~= att then return false end
   c.holder = nil
+  if c.q.first > c.q.last then -- nobody queued: the node is let go of
+    c.att, c.pass, c.counted, c.fresh, c.read, c.known =
+      nil, 0, 0, nil, nil, nil
+    return false
+  end
   c.known = known
   if hand_on(c, limit, passable) then return true end
   detach(c)
@@ -473,7 +567,7 @@ end
 function M.stats(f)
   local _, c = existing(f)
   if not c then return { waiting = 0, pass = 0, counted = 0 } end
-  local n = 0
+  local n = (c.holder and c.holder.solo and not c.holder.granted) and 1 or 0
   for i = c.q.first, c.q.last do
     local w = c.q[i]
     if w and not w.gone and not w.granted then n = n + 1 end
@@ -490,8 +584,15 @@ end
 function M.take_stage(f, a)
   if not f.cohort or a.ignore then return nil end
   local t0 = now()
-  local att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
-    a.read)
+  local c = f.coh or cohort_of(f)
+  local att, info, code
+  if not c.holder and not c.att and c.q.first > c.q.last then
+    att, info, code = solo(f, c, a.timeout, a.max_hold or f.max_hold,
+      a.read)
+  else
+    att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
+      a.read)
+  end
   if not att then
     metrics.acquire_ended(f.client, f.metric, now() - t0, code)
     return false, info, code

@@ -342,6 +342,17 @@ zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
   return zh;
 }
 
+/* Our C client (tools/zkclient-io-completions.patch) runs completions and
+ * watchers on its IO thread when asked: one thread hand-off less per
+ * reply (docs/design.md, section 2).  Our callbacks only take the client's
+ * mutex briefly and never wait for the IO thread.  Debian's library
+ * (ZK=system) has no such flag: its completion thread runs them. */
+#ifdef ZOO_ZKLOCK_IO_COMPLETIONS
+#define INIT_FLAGS ZOO_ZKLOCK_IO_COMPLETIONS
+#else
+#define INIT_FLAGS 0
+#endif
+
 static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
                                       watcher_fn fn, int timeout_ms,
                                       void *ctx) {
@@ -350,7 +361,7 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
     pthread_mutex_lock(&secure_init_mu);
     /* (no log callback argument: the first lines go to stderr) */
     zh = zookeeper_init_ssl(hosts, s->tls, fn, timeout_ms, NULL, ctx,
-                            ZOO_NO_LOG_CLIENTENV);
+                            ZOO_NO_LOG_CLIENTENV | INIT_FLAGS);
     pthread_mutex_unlock(&secure_init_mu);
     if (zh) zoo_set_log_callback(zh, zkl_log_line);
     return zh;
@@ -362,9 +373,10 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
     p.host = s->server;
     p.mechlist = s->mechanism;
     p.callbacks = s->cbs;
-    return zookeeper_init_sasl(hosts, fn, timeout_ms, NULL, ctx, 0,
-                               zkl_log_line, &p);
+    return zookeeper_init_sasl(hosts, fn, timeout_ms, NULL, ctx,
+                               INIT_FLAGS, zkl_log_line, &p);
   }
 #endif
-  return zookeeper_init2(hosts, fn, timeout_ms, NULL, ctx, 0, zkl_log_line);
+  return zookeeper_init2(hosts, fn, timeout_ms, NULL, ctx, INIT_FLAGS,
+                         zkl_log_line);
 }
