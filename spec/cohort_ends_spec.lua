@@ -255,6 +255,70 @@ describe("lock cohorts, how a hold ends", function()
     end)
   end
 
+  -- The first waiter of an idle cohort takes its node as a per-request
+  -- acquire does (issue 34): the queue's sentinel is made for it only
+  -- when a second waiter comes.  Its coroutine dropped while it waits
+  -- behind another client's holder (nothing refers to it any more, as to
+  -- a request nginx finalized, but nothing abandons the wait either),
+  -- with its lock object kept: with nobody behind it, its node goes (the
+  -- cohort, kept by that waiter alone, goes with it); with a waiter that
+  -- came behind it, that one holds next, on the same client's one node.
+  for _, behind in ipairs { false, true } do
+    it_yields("a first waiter dropped while it waits " ..
+       (behind and "hands its place to the waiter behind it" or
+        "lets its node go, its lock object kept") .. " (issue 34)",
+       function()
+      local path = H.path("cohort-solo-gone")
+      local holder = zk2:mutex(path)
+      assert(holder:acquire(5))
+      local m, m3 = zk:mutex(path), zk:mutex(path) -- (kept to the end)
+      local res_x, dropped
+      local gone = setmetatable({}, { __mode = "v" })
+      local cos = {
+        w = coroutine.create(function() m:acquire(30) end),
+        x = behind and coroutine.create(function()
+          res_x = { m3:acquire(20) }
+          if res_x[1] then assert(m3:release()) end
+        end) or nil,
+      }
+      gone[1] = cos.w
+      local max_mine = 0
+      local function look() -- this client's nodes, the holder's apart
+        local n = #nodes(path)
+        max_mine = math.max(max_mine, n - (holder:is_held() and 1 or 0))
+        return n
+      end
+      run_dropping({ "w", "x" }, cos, 30, function()
+        if not dropped then
+          if look() == 2 and m:local_waiters() == (behind and 2 or 1) then
+            cos.w = nil -- (w waits, first; nothing refers to it now)
+            dropped = true
+          end
+          return false
+        end
+        collectgarbage()
+        look()
+        if gone[1] == nil and holder:is_held() then holder:release() end
+        return res_x ~= nil
+      end)
+      if not behind then
+        -- (run_dropping returned once nothing was left to run): our node
+        -- goes while the holder still holds
+        H.wait_until(function()
+          collectgarbage()
+          return gone[1] == nil and look() == 1
+        end, 20, "w's node to go")
+        assert.same({ holder:node() }, nodes(path))
+        assert(holder:release())
+      end
+      assert.is_nil(gone[1], "w's coroutine was not collected")
+      assert.is_true(max_mine <= 1, "nodes of this client: " .. max_mine)
+      if behind then assert.equal(m3, res_x[1], tostring(res_x[2])) end
+      H.wait_until(function() return #nodes(path) == 0 end, 10,
+        "nodes left")
+    end)
+  end
+
   it_yields("a revoked hold is not passed: the revoker holds next",
       function()
     local path = H.path("cohort-revoke")

@@ -58,20 +58,17 @@ local on_abandon = wait.on_abandon
 -- keeps: solo() below); weak both ways
 local anchors = setmetatable({}, { __mode = "kv" })
 
--- f's cohort, if it has one now: its key, and the cohort or nil (once
--- found, the lock object keeps it: f.coh)
+-- f's cohort, if it has one now: its key, and the cohort or nil.  (A
+-- lock object does not keep its cohort: a cohort is kept by its waiters
+-- and holder, so that one dropped with them lets its node go.)
 local function existing(f)
-  local c = f.coh
-  if c then return c.key, c end
   local key = f.ckey
   if not key then
     key = f.kind .. " " .. f.dir
     f.ckey = key
   end
   local all = cohorts[f.client]
-  c = all and all[key]
-  if c then f.coh = c end
-  return key, c
+  return key, all and all[key]
 end
 
 local function cohort_of(f)
@@ -85,7 +82,6 @@ local function cohort_of(f)
       cohorts[f.client] = all
     end
     all[key] = c
-    f.coh = c
   end
   return c
 end
@@ -430,15 +426,20 @@ function solo(f, c, timeout, max_hold, read)
   local client = f.client
   local w = { max_hold = max_hold, limit = f.pass_limit, solo = true,
     granted = false }
-  local info = { pass = 0, fresh = true, read = read }
+  -- (info keeps the cohort, c, while the solo waiter waits or holds)
+  local info = { pass = 0, fresh = true, read = read, c = c }
   info.sentinel = info -- (the hold record keeps it: join's sentinel in it)
   anchors[w] = info
   c.holder = w
   local deadline = timeout and now() + timeout
-  local att, msg, code = node.start(f, timeout, nil, nil, read)
+  local att, msg, code = node.start(f, timeout, nil, max_hold, read)
   if not att then solo_end(c, w); return nil, msg, code end
-  if c.holder ~= w then -- (gone meanwhile: its sentinel ran)
-    att:release(); return nil, "abandoned", "closed"
+  if c.holder ~= w then -- (not seen: nothing else lets go of a holder
+    -- with no node; should it happen, queue as any waiter does)
+    att:release()
+    await(client, att, op.grace(client))
+    return M.take(f, deadline and math.max(deadline - now(), 0), max_hold,
+      read)
   end
   c.att, c.pass, c.counted, c.fresh, c.read = att, 0, 0, nil, nil
   local bye = function() solo_end(c, w, att) end
@@ -449,8 +450,7 @@ function solo(f, c, timeout, max_hold, read)
     client:session_timeout())
   w.bye = nil
   if w.joined then on_abandon(att, nil) end
-  if st == "held" and c.holder == w and c.att == att and
-      att:pass(max_hold) then
+  if st == "held" and c.holder == w and c.att == att then
     w.granted = true
     -- others came meanwhile: learn of remote contenders from now on
     if c.q.first <= c.q.last then att:watch_contenders() end
@@ -459,10 +459,7 @@ function solo(f, c, timeout, max_hold, read)
   solo_end(c, w, att)
   await(client, att, op.grace(client))
   if st == "timeout" then return nil, op.not_acquired(f.path, timeout) end
-  if st == "held" or st == "done" then
-    if w.gone then return nil, "abandoned", "closed" end
-    return nil, op.ended_at_once(f.path)
-  end
+  if st == "held" or st == "done" then return nil, op.ended_at_once(f.path) end
   return nil, msg, code
 end
 
@@ -528,8 +525,8 @@ end
 -- else the cohort let go of the node (the caller gives it back or keeps
 -- it lingering) and the next waiter queues anew.
 function M.release(f, att, passable, limit, known)
-  local c = f.coh
-  if not c or c.att ~= att then return false end
+  local c = cohort_held(f, att)
+  if not c then return false end
   c.holder = nil
   if c.q.first > c.q.last then -- nobody queued: the node is let go of
     c.att, c.pass, c.counted, c.fresh, c.read, c.known =
@@ -584,7 +581,7 @@ end
 function M.take_stage(f, a)
   if not f.cohort or a.ignore then return nil end
   local t0 = now()
-  local c = f.coh or cohort_of(f)
+  local c = cohort_of(f)
   local att, info, code
   if not c.holder and not c.att and c.q.first > c.q.last then
     att, info, code = solo(f, c, a.timeout, a.max_hold or f.max_hold,
