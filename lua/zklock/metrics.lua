@@ -42,14 +42,17 @@ function M.middle(i)
 end
 
 --- Add one observation of `x` seconds to distribution `d`.
-function M.observe(d, x)
+local function observe(d, x)
   if x < 0 or x ~= x then x = 0 end
   d.n = d.n + 1
   d.sum = d.sum + x
   if x > d.max then d.max = x end
-  local i = M.bucket(x)
-  d.b[i] = (d.b[i] or 0) + 1
+  -- (M.bucket's, inline: every acquire and release comes here twice)
+  local i = x <= BASE and 0 or floor(log(x / BASE) * SCALE)
+  local b = d.b
+  b[i] = (b[i] or 0) + 1
 end
+M.observe = observe
 
 --- The `q` quantile (0 < q <= 1) of `d`, or nil when it is empty: the
 -- middle of the bucket holding the observation of rank ceil(q * n), never
@@ -122,7 +125,7 @@ end
 
 local function acquired(k, wait)
   k.acquires = k.acquires + 1
-  M.observe(k.wait, wait)
+  observe(k.wait, wait)
 end
 local function passed(k, wait)
   k.passes = k.passes + 1
@@ -132,7 +135,7 @@ local function timed_out(k) k.timeouts = k.timeouts + 1 end
 local function failed(k) k.errors = k.errors + 1 end
 local function released(k, hold)
   k.releases = k.releases + 1
-  M.observe(k.hold, hold)
+  observe(k.hold, hold)
 end
 local function lost(k) k.losses = k.losses + 1 end
 

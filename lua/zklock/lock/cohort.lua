@@ -411,7 +411,7 @@ end
 -- comes (join): until then, a solo waiter collected unreleased lets its
 -- node go as a plain attempt does (its own finalizer), and an abandoned
 -- wait releases it.  info, kept by the waiting frame and then by the hold
--- record (init.lua: `sentinel`), is where join puts the sentinel.
+-- record (hold.lua: `anchor`), is where join puts the sentinel.
 -- (issue 34: cohorts cost nothing until a second local waiter exists)
 local function solo_end(c, w, att)
   if c.holder == w then
@@ -422,13 +422,17 @@ local function solo_end(c, w, att)
   if att then att:release() end
 end
 
-function solo(f, c, timeout, max_hold, read)
+function solo(f, c, timeout, max_hold, read, a)
   local client = f.client
-  local w = { max_hold = max_hold, limit = f.pass_limit, solo = true,
-    granted = false }
-  -- (info keeps the cohort, c, while the solo waiter waits or holds)
-  local info = { pass = 0, fresh = true, read = read, c = c }
-  info.sentinel = info -- (the hold record keeps it: join's sentinel in it)
+  -- (every field in the constructors: none added later, no table grows)
+  local w = { limit = f.pass_limit, solo = true, granted = false,
+    bye = false }
+  -- info (the acquire's own table, a: no table more) and its s keep the
+  -- cohort while the solo waiter waits or holds (the waiting frame keeps
+  -- info, then the hold record: init.lua); join puts the sentinel there,
+  -- which keeps the cohort too
+  local info = a or { read = read }
+  info.pass, info.fresh, info.s = 0, true, c
   anchors[w] = info
   c.holder = w
   local deadline = timeout and now() + timeout
@@ -444,12 +448,12 @@ function solo(f, c, timeout, max_hold, read)
   c.att, c.pass, c.counted, c.fresh, c.read = att, 0, 0, nil, nil
   local bye = function() solo_end(c, w, att) end
   w.bye = bye
-  if w.joined then on_abandon(att, bye) end
+  if info.s ~= c then on_abandon(att, bye) end -- (joined meanwhile)
   local st
   st, msg, code = guarded(bye, await, client, att, deadline,
     client:session_timeout())
-  w.bye = nil
-  if w.joined then on_abandon(att, nil) end
+  w.bye = false
+  if info.s ~= c then on_abandon(att, nil) end
   if st == "held" and c.holder == w and c.att == att then
     w.granted = true
     -- others came meanwhile: learn of remote contenders from now on
@@ -466,9 +470,9 @@ end
 -- A second waiter came while solo waiter w waits or holds: w gets what a
 -- queued waiter has (its sentinel, in its anchor).
 function join(c, w)
-  w.joined = true
   local info = anchors[w]
-  if info then info.s = watch_over(c, w) end
+  if not info or info.s ~= c then return end -- (joined already)
+  info.s = watch_over(c, w)
   -- still waiting for its node: an abandoned wait lets the next one lead
   if w.bye and c.att then on_abandon(c.att, w.bye) end
 end
@@ -485,7 +489,7 @@ function M.take(f, timeout, max_hold, read)
     return solo(f, c, timeout, max_hold, read)
   end
   local holder = c.holder
-  if holder and holder.solo and not holder.joined then join(c, holder) end
+  if holder and holder.solo then join(c, holder) end
   local w = { max_hold = max_hold, limit = f.pass_limit }
   q.last = q.last + 1
   q[q.last] = w
@@ -585,7 +589,7 @@ function M.take_stage(f, a)
   local att, info, code
   if not c.holder and not c.att and c.q.first > c.q.last then
     att, info, code = solo(f, c, a.timeout, a.max_hold or f.max_hold,
-      a.read)
+      a.read, a)
   else
     att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
       a.read)

@@ -12,7 +12,9 @@
 --          writers out; the read hold lasts only while that one does
 --   keep   the write attempt kept for this reader, given back with it
 --   pass   the hold's pass within a lock cohort (0 or nil: it took the
---          node); sentinel: the cohort waiter's (cohort.lua)
+--          node)
+--   anchor what the stage that took the hold keeps alive as long as the
+--          hold: a cohort waiter's info, its sentinel in it (cohort.lua)
 --   key    the attempt's serial, under which its callbacks are registered
 --   known  { path, data, version }: written with a release that passes
 --   ended  why it ended before its owner let go: "revoked", "lost" (let

@@ -319,7 +319,7 @@ function Lock:acquire(timeout, opts)
   if not taken then return nil, msg, code end
   local info = a.info
   own = { att = a.att, count = 1, over = over, pass = info and info.pass,
-    sentinel = info and info.sentinel } -- (cohort.lua: watch_over)
+    anchor = info }
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so
