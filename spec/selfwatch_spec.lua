@@ -65,6 +65,42 @@ describe("the self watch", function()
     assert.equal(0, e)
   end)
 
+  -- voluntary context switches so far of each thread of this process but
+  -- the Lua thread (tid = pid)
+  local function switches()
+    local pid = tostring(H.core.pid())
+    local t = {}
+    local ls = assert(io.popen("ls /proc/" .. pid .. "/task"))
+    for tid in ls:lines() do
+      local fh = tid ~= pid and
+        io.open(("/proc/%s/task/%s/status"):format(pid, tid))
+      if fh then
+        local st = fh:read("*a")
+        fh:close()
+        t[tid] = tonumber(st:match("voluntary_ctxt_switches:%s*(%d+)"))
+      end
+    end
+    ls:close()
+    return t
+  end
+
+  it("the replies of a cycle wake one of the C client's threads: its IO " ..
+     "thread runs the completions (features.io_completions; two threads " ..
+     "without it)", function()
+    local c = client(30)
+    local n = 200
+    local before = switches()
+    cycles(c, n)
+    local busy = 0
+    for tid, k in pairs(switches()) do
+      if before[tid] and k - before[tid] >= n / 2 then busy = busy + 1 end
+    end
+    -- (the IO thread wakes for each request and reply; the completion
+    -- thread, when it runs them, for each reply too; the timer thread
+    -- and other clients' threads hardly at all)
+    assert.equal(H.zklock.features.io_completions and 1 or 2, busy)
+  end)
+
   it("with self_watch_delay = 0 every hold reads its node at once, and " ..
      "its own delete is told (the cost the delay saves)", function()
     local r, e = cycles(client(0), 20)

@@ -189,6 +189,9 @@ typedef struct zkl_secure_opts {
  * with Cyrus SASL's headers */
 int zkl_tls_available(void);
 int zkl_sasl_available(void);
+/* 1 when the linked C client runs completions on its IO thread
+ * (docs/design.md, section 2.1) */
+int zkl_io_completions(void);
 
 /* ---- session/client.c: the client --------------------------------------- */
 /* ZKL_NO_CHROOT: the session found no node at its connect string's chroot

@@ -93,14 +93,16 @@ static int lclient_secure(lua_State *L, int idx, zkl_secure_opts *o) {
   return o->ca || o->mechanism;
 }
 
-/* core.features() -> { tls = bool, sasl = bool }: what this build and the
- * C client it is linked with can do */
+/* core.features() -> { tls = bool, sasl = bool, io_completions = bool }:
+ * what this build and the C client it is linked with can do */
 static int lclient_features(lua_State *L) {
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 3);
   lua_pushboolean(L, zkl_tls_available());
   lua_setfield(L, -2, "tls");
   lua_pushboolean(L, zkl_sasl_available());
   lua_setfield(L, -2, "sasl");
+  lua_pushboolean(L, zkl_io_completions());
+  lua_setfield(L, -2, "io_completions");
   return 1;
 }
 

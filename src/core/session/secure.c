@@ -353,6 +353,8 @@ zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
 #define INIT_FLAGS 0
 #endif
 
+int zkl_io_completions(void) { return INIT_FLAGS != 0; }
+
 static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
                                       watcher_fn fn, int timeout_ms,
                                       void *ctx) {
