@@ -302,10 +302,22 @@ describe("TLS", function()
     assert.has_error(function()
       zklock.connect(hosts, { tls = "yes" })
     end, "bad argument #2 to 'connect' (tls must be a table)")
+    -- a ',' is checked with the other options (not by core.connect, as
+    -- its argument #6), in the words of the TLS set-up's messages
     assert.has_error(function()
-      zklock.connect(hosts, { tls = { ca = "/a,b", cert = certs.ca,
-                                       key = certs.ca } })
-    end)
+      zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
+                                       key = "/a,b" } })
+    end, "bad argument #2 to 'connect' (tls.key /a,b: a file name with " ..
+      "',', which the ZooKeeper C client cannot take (it splits " ..
+      "ca,cert,key,key_password at commas): rename the file, or link it " ..
+      "under a name without one)")
+    assert.has_error(function()
+      zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
+                                       key = certs.ca, key_password = "a,b" } })
+    end, "bad argument #2 to 'connect' (tls.key_password contains ','" ..
+      ", which the ZooKeeper C client cannot take (it splits " ..
+      "ca,cert,key,key_password at commas): re-encrypt tls.key under a " ..
+      "password without one)")
     local c, msg, code = zklock.connect(hosts, { tls = srv.tls,
       sasl = { user = "u", password = "p" } })
     assert.is_nil(c)

@@ -89,6 +89,7 @@ static int secure_simple(void *ctx, int id, const char **result,
   zkl_secure *s = ctx;
   if (!s || !result || (id != SASL_CB_USER && id != SASL_CB_AUTHNAME))
     return SASL_BADPARAM;
+  __atomic_fetch_or(&s->asked, ZKL_SASL_ASKED_USER, __ATOMIC_RELAXED);
   *result = s->user ? s->user : "";
   if (len) *len = (unsigned)strlen(*result);
   return SASL_OK;
@@ -99,6 +100,7 @@ static int secure_secret(sasl_conn_t *conn, void *ctx, int id,
   zkl_secure *s = ctx;
   (void)conn;
   if (!s || !out || id != SASL_CB_PASS || !s->secret) return SASL_BADPARAM;
+  __atomic_fetch_or(&s->asked, ZKL_SASL_ASKED_PASS, __ATOMIC_RELAXED);
   *out = (sasl_secret_t *)s->secret;
   return SASL_OK;
 }
@@ -362,9 +364,44 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
     p.host = s->server;
     p.mechlist = s->mechanism;
     p.callbacks = s->cbs;
+    /* (the callbacks' context: what they record is this session's) */
+    __atomic_store_n(&((zkl_secure *)s)->asked, 0, __ATOMIC_RELAXED);
     return zookeeper_init_sasl(hosts, fn, timeout_ms, NULL, ctx, 0,
                                zkl_log_line, &p);
   }
 #endif
   return zookeeper_init2(hosts, fn, timeout_ms, NULL, ctx, 0, zkl_log_line);
+}
+
+/* ---- a login that failed ----------------------------------------------- */
+
+/* The C client logs a server's refusal only at debug (its rc), and stops
+ * the session the same way whatever failed.  What our callbacks were
+ * asked tells the cases apart: the password was asked, so the mechanism
+ * answered the server's challenge, and the server refused the answer;
+ * DIGEST-MD5 asked nothing: the server sent no challenge (a server
+ * without SASL answers with an empty token); else the mechanism gave up
+ * here, and the C client's log says why at error. */
+void zkl_secure_sasl_why(const zkl_secure *s, zkl_error *err) {
+  char who[300] = "";
+  int asked;
+  if (!s || !s->mechanism) {
+    zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    return;
+  }
+  asked = __atomic_load_n(&s->asked, __ATOMIC_RELAXED);
+  if (s->user) snprintf(who, sizeof who, " as '%s'", s->user);
+  if (asked & ZKL_SASL_ASKED_PASS)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s refused by the "
+               "server: a wrong password or an unknown user (the server "
+               "does not say which; its log does)", s->mechanism, who);
+  else if (!asked && strcmp(s->mechanism, "DIGEST-MD5") == 0)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed: the "
+               "server sent no challenge, so it has no SASL set up (a JAAS "
+               "Server section: docs/security.md, \"The server\")",
+               s->mechanism, who);
+  else
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed here: "
+               "the mechanism gave up (the C client's log at error says "
+               "why)", s->mechanism, who);
 }
