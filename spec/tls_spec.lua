@@ -308,16 +308,16 @@ describe("TLS", function()
       zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
                                        key = "/a,b" } })
     end, "bad argument #2 to 'connect' (tls.key /a,b: a file name with " ..
-      "',', which the ZooKeeper C client cannot take (it splits " ..
-      "ca,cert,key,key_password at commas): rename the file, or link it " ..
-      "under a name without one)")
+      "',', which the ZooKeeper C client cannot take (it joins the " ..
+      "three files and the password into one string split at commas): " ..
+      "rename the file, or link it under a name without one)")
     assert.has_error(function()
       zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
                                        key = certs.ca, key_password = "a,b" } })
     end, "bad argument #2 to 'connect' (tls.key_password contains ','" ..
-      ", which the ZooKeeper C client cannot take (it splits " ..
-      "ca,cert,key,key_password at commas): re-encrypt tls.key under a " ..
-      "password without one)")
+      ", which the ZooKeeper C client cannot take (it joins the three " ..
+      "files and the password into one string split at commas): " ..
+      "re-encrypt tls.key under a password without one)")
     local c, msg, code = zklock.connect(hosts, { tls = srv.tls,
       sasl = { user = "u", password = "p" } })
     assert.is_nil(c)

@@ -80,8 +80,8 @@ local function check_secure(opts, fname)
       "client always presents a client certificate)")
   end
   -- zookeeper_init_ssl takes "ca,cert,key,key_password" as one string
-  local SPLIT = ", which the ZooKeeper C client cannot take (it splits " ..
-    "ca,cert,key,key_password at commas): "
+  local SPLIT = ", which the ZooKeeper C client cannot take (it joins " ..
+    "the three files and the password into one string split at commas): "
   for _, k in ipairs({ "ca", "cert", "key" }) do
     if tls and tls[k]:find(",", 1, true) then
       argerror(2, fname, ("tls.%s %s: a file name with ','%srename the " ..
