@@ -249,7 +249,10 @@ describe("TLS", function()
     it("a TLS client on a plaintext port", function()
       local plain = H.testing.server()
       local ok, err = pcall(fails_tls, plain.connect_string,
-        { tls = srv.tls }, "does not speak TLS", TIMEOUT)
+        { tls = srv.tls }, "closed the connection in the TLS handshake " ..
+        "(unexpected eof while reading): a plaintext port (TLS is on its " ..
+        "secureClientPort), or a server whose TLS is broken: look at its " ..
+        "log", TIMEOUT)
       plain:close()
       assert(ok, err)
     end)
