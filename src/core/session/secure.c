@@ -11,9 +11,11 @@
  *    zookeeper_init_ssl is looked up as a weak symbol, so a library
  *    built with OpenSSL elsewhere still gives TLS; SASL needs the TLS
  *    build's headers. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +49,22 @@ int zkl_sasl_available(void) {
 #endif
 }
 
-static const char zkl_no_tls[] =
-  "this zklock is linked with a ZooKeeper C client built without TLS "
-  "(Debian's libzookeeper_mt is): build zklock with `make` (its TLS build, "
-  "docs/security.md), or link a C client built with OpenSSL";
+/* The file this module was loaded from, for the messages of a build
+ * without TLS or SASL: with LUA_CPATH (or a rock tree) first, it may not
+ * be the build the user made. */
+static const char *secure_module_file(void) {
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)zkl_secure_check, &info) && info.dli_fname)
+    return info.dli_fname;
+  return "zklock.core";
+}
+
+static void secure_no_build(zkl_error *err, int code, const char *what) {
+  zkl_seterr(err, code, "the zklock loaded, %s, was built without %s (its "
+             "ZooKeeper C client has none): build zklock with `make` "
+             "(docs/security.md, \"Builds\") and load that one (LUA_CPATH)",
+             secure_module_file(), what);
+}
 
 static char *dupornull(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -171,9 +185,7 @@ zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err) {
     }
 #else
     zkl_secure_free(s);
-    zkl_seterr(err, ZKL_ENO_AUTH, "this zklock was built without SASL (a build "
-               "against the system's libzookeeper_mt): build zklock with "
-               "`make` (its TLS and SASL build, docs/security.md)");
+    secure_no_build(err, ZKL_ENO_AUTH, "SASL");
     return NULL;
 #endif
   }
@@ -294,7 +306,7 @@ static int secure_check_files(const zkl_secure *s, zkl_error *err) {
 int zkl_secure_check(const zkl_secure *s, zkl_error *err) {
   if (!s) return 1;
   if (s->tls && !zkl_tls_available()) {
-    zkl_seterr(err, ZKL_ETLS, "%s", zkl_no_tls);
+    secure_no_build(err, ZKL_ETLS, "TLS");
     return 0;
   }
   if (s->tls && s->mechanism) {
