@@ -94,6 +94,18 @@ describe("SASL DIGEST-MD5", function()
                  "JAAS Server section: docs/security.md, \"The server\")",
                  msg)
     assert.is_true(H.now() - t0 < 20)
+    -- another mechanism is not told apart (PLAIN asks for the password at
+    -- its start, challenge or not): it does not claim to know
+    local plain2 = H.testing.server()
+    c, msg, code = zklock.connect(plain2.connect_string, {
+      connect_timeout = 20, sasl = { mechanism = "PLAIN", user = "bob",
+                                     password = "bob-pw" } })
+    plain2:close()
+    assert.is_nil(c)
+    assert.equal("no_auth", code)
+    assert.equal("SASL PLAIN authentication as 'bob' failed (refused by " ..
+                 "the server, or the mechanism failed here: the C client's " ..
+                 "log at error says which)", msg)
   end)
 
   it("no SASL on a server that requires it: requests fail with no_auth",

@@ -388,12 +388,13 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
 /* ---- a login that failed ----------------------------------------------- */
 
 /* The C client logs a server's refusal only at debug (its rc), and stops
- * the session the same way whatever failed.  What our callbacks were
- * asked tells the cases apart: the password was asked, so the mechanism
- * answered the server's challenge, and the server refused the answer;
- * DIGEST-MD5 asked nothing: the server sent no challenge (a server
- * without SASL answers with an empty token); else the mechanism gave up
- * here, and the C client's log says why at error. */
+ * the session the same way whatever failed.  For DIGEST-MD5, which asks
+ * for the credentials only to answer the server's challenge, what our
+ * callbacks were asked tells the cases apart: the password was asked, so
+ * the server refused the answer; nothing was asked: the server sent no
+ * challenge (a server without SASL answers with an empty token); else the
+ * mechanism gave up here, and the C client's log says why at error.
+ * Another mechanism (PLAIN asks at its start) is not told apart. */
 void zkl_secure_sasl_why(const zkl_secure *s, zkl_error *err) {
   char who[300] = "";
   int asked;
@@ -403,11 +404,15 @@ void zkl_secure_sasl_why(const zkl_secure *s, zkl_error *err) {
   }
   asked = __atomic_load_n(&s->asked, __ATOMIC_RELAXED);
   if (s->user) snprintf(who, sizeof who, " as '%s'", s->user);
-  if (asked & ZKL_SASL_ASKED_PASS)
+  if (strcmp(s->mechanism, "DIGEST-MD5") != 0)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed (refused "
+               "by the server, or the mechanism failed here: the C client's "
+               "log at error says which)", s->mechanism, who);
+  else if (asked & ZKL_SASL_ASKED_PASS)
     zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s refused by the "
                "server: a wrong password or an unknown user (the server "
                "does not say which; its log does)", s->mechanism, who);
-  else if (!asked && strcmp(s->mechanism, "DIGEST-MD5") == 0)
+  else if (!asked)
     zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed: the "
                "server sent no challenge, so it has no SASL set up (a JAAS "
                "Server section: docs/security.md, \"The server\")",
