@@ -63,7 +63,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
   spec/revoke_spec.lua
 
-.PHONY: all deps dev-deps test demo bench bench-memory profile memcheck asan torture chaos chaos-found soak clean \
+.PHONY: install all deps dev-deps test demo bench bench-memory profile memcheck asan torture chaos chaos-found soak clean \
         distclean env zk zk-stop \
         compat test-compat lint docs rockspec-check
 
@@ -85,6 +85,37 @@ build/lua5.4/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 build/luajit/zklock/testing/core.so: $(TSRC) $(THDRS) $(ZK_DEP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) $(ZK_CFLAGS) -I$(LUAJIT_INC) -shared -o $@ $(TSRC) $(LIBS)
+
+# make install: the library, its C modules (this build: the TLS one by
+# default) and the zklock command under $(PREFIX), in the layout Lua and
+# LuaRocks search: $(PREFIX)/share/lua/V and $(PREFIX)/lib/lua/V for each
+# runtime of INSTALL_RUNTIMES (lua5.4: V = 5.4; luajit: V = 5.1), and
+# $(PREFIX)/bin/zklock, which finds them from where it is.  A LuaRocks
+# tree is such a prefix (PREFIX=$$HOME/.luarocks), though the rock is not
+# in its manifest (docs/security.md, "Builds").  DESTDIR for packaging.
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_RUNTIMES ?= lua5.4 luajit
+INSTALL ?= install
+
+install: all
+	@set -e; root='$(DESTDIR)$(PREFIX)'; \
+	for rt in $(INSTALL_RUNTIMES); do \
+	  case $$rt in luajit) v=5.1 ;; lua5.*) v=$${rt#lua} ;; \
+	    *) echo "make install: unknown runtime $$rt" >&2; exit 1 ;; esac; \
+	  for f in $$(cd lua && find zklock -name '*.lua' | sort); do \
+	    $(INSTALL) -d "$$root/share/lua/$$v/$$(dirname $$f)"; \
+	    $(INSTALL) -m 644 "lua/$$f" "$$root/share/lua/$$v/$$f"; \
+	  done; \
+	  for m in zklock/core.so zklock/testing/core.so; do \
+	    $(INSTALL) -d "$$root/lib/lua/$$v/$$(dirname $$m)"; \
+	    $(INSTALL) -m 755 "build/$$rt/$$m" "$$root/lib/lua/$$v/$$m"; \
+	  done; \
+	  echo "installed zklock for $$rt: $$root/share/lua/$$v, $$root/lib/lua/$$v"; \
+	done; \
+	$(INSTALL) -d "$$root/bin"; \
+	$(INSTALL) -m 755 bin/zklock "$$root/bin/zklock"; \
+	echo "installed $$root/bin/zklock"
 
 # Lua 5.1-5.3 (make compat): build/lua5.N/zklock/core.so and testing/core.so
 compat: $(foreach v,$(COMPAT),build/$(v)/zklock/core.so \

@@ -524,4 +524,46 @@ H.tcore = tcore
 --- zklock's internal wait: await(client, obj, deadline) polls obj (a C op)
 -- until it is done or the deadline passes.
 H.await = wait.await
+-- ---------------------------------------------------------------------------
+-- the docs' code blocks, run as written (quickstart_spec, server_docs_spec)
+
+local function shquote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+H.shquote = shquote
+
+--- `sh -c cmd` from the project's root, bounded: its output (stdout and
+-- stderr) and exit status (124: timed out)
+function H.sh(cmd, timeout)
+  local p = assert(io.popen(("timeout %d sh -c %s 2>&1; echo \"rc=$?\"")
+    :format(timeout or 60, shquote(cmd))))
+  local out = p:read("*a")
+  p:close()
+  local text, rc = out:match("^(.-)rc=(%d+)%s*$")
+  return text, tonumber(rc)
+end
+
+--- The fenced `lang` block that follows the line `heading` of `file`,
+-- first or `nth`, as written ("" for a block that names no language).
+function H.doc_block(file, heading, lang, nth)
+  local text = assert(H.read(file))
+  local at = assert(text:find("\n" .. heading .. "\n", 1, true),
+    file .. ": no " .. heading)
+  local found
+  for body in text:sub(at):gmatch("\n```" .. lang .. "\n(.-\n)```") do
+    nth = (nth or 1) - 1
+    if nth == 0 then found = body break end
+  end
+  return (assert(found, file .. ": no " .. lang .. " block under " ..
+    heading))
+end
+
+--- `text` with every `from` (plain text, there `n` times, default 1) made
+-- `to`
+function H.subst(text, from, to, n)
+  local out, count = text:gsub(from:gsub("%p", "%%%0"),
+    (to:gsub("%%", "%%%%")))
+  assert(count == (n or 1), ("%d times %q, not %d"):format(count, from,
+    n or 1))
+  return out
+end
+
 return H

@@ -17,42 +17,7 @@ local ROOT = os.getenv("PWD")
 local CLEAN = "unset LUA_PATH LUA_CPATH LUA_PATH_5_4 LUA_CPATH_5_4 "
   .. "LUA_INIT LUA_INIT_5_4; "
 
-local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
-
--- `sh -c cmd` from the project's root, bounded: its output (stdout and
--- stderr) and exit status (124: timed out)
-local function sh(cmd, timeout)
-  local p = assert(io.popen(("timeout %d sh -c %s 2>&1; echo \"rc=$?\"")
-    :format(timeout or 60, quote(cmd))))
-  local out = p:read("*a")
-  p:close()
-  local text, rc = out:match("^(.-)rc=(%d+)%s*$")
-  return text, tonumber(rc)
-end
-
--- The fenced `lang` block that follows the line `heading` of `file`,
--- first or `nth`, as written.
-local function block(file, heading, lang, nth)
-  local text = assert(H.read(file))
-  local at = assert(text:find("\n" .. heading .. "\n", 1, true),
-    file .. ": no " .. heading)
-  local found
-  for body in text:sub(at):gmatch("\n```" .. lang .. "\n(.-\n)```") do
-    nth = (nth or 1) - 1
-    if nth == 0 then found = body break end
-  end
-  return assert(found, file .. ": no " .. lang .. " block under " .. heading)
-end
-
--- `text` with every `from` (plain text, there `n` times, default 1) made
--- `to`
-local function subst(text, from, to, n)
-  local out, count = text:gsub(from:gsub("%p", "%%%0"),
-    (to:gsub("%%", "%%%%")))
-  assert(count == (n or 1), ("%d times %q, not %d"):format(count, from,
-    n or 1))
-  return out
-end
+local quote, sh, block, subst = H.shquote, H.sh, H.doc_block, H.subst
 
 -- GET on 127.0.0.1: status (nil: no answer) and body
 local function get(port, path)

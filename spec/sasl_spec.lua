@@ -56,9 +56,9 @@ describe("SASL DIGEST-MD5", function()
       connect_timeout = 20, sasl = { user = "bob", password = "nope" } })
     assert.is_nil(c)
     assert.equal("no_auth", code)
-    assert.equal("SASL DIGEST-MD5 authentication as 'bob' failed " ..
-                 "(refused by the server, or the mechanism failed here: " ..
-                 "the C client's log says which)", msg)
+    assert.equal("SASL DIGEST-MD5 authentication as 'bob' refused by " ..
+                 "the server: a wrong password or an unknown user (the " ..
+                 "server does not say which; its log does)", msg)
     assert.is_true(H.now() - t0 < 20) -- (before its connect_timeout)
     -- a client not waited for (as zklock.ngx.connect opens it): its state
     -- says so, and what it is asked answers no_auth
@@ -69,6 +69,43 @@ describe("SASL DIGEST-MD5", function()
     assert.equal("auth_failed", c:state())
     assert.same({ nil, msg, "no_auth" }, { c:mutex("/x"):acquire(1) })
     c:close()
+  end)
+
+  it("an unknown user: refused by the server too (DIGEST-MD5 does not " ..
+     "tell it from a wrong password)", function()
+    local c, msg, code = zklock.connect(srv.connect_string, {
+      connect_timeout = 20, sasl = { user = "mallory", password = "x" } })
+    assert.is_nil(c)
+    assert.equal("no_auth", code)
+    assert.matches("as 'mallory' refused by the server: a wrong password " ..
+                   "or an unknown user", msg, 1, true)
+  end)
+
+  it("a server with no SASL at all: says so, not refused", function()
+    local plain = H.testing.server()
+    local t0 = H.now()
+    local c, msg, code = zklock.connect(plain.connect_string, {
+      connect_timeout = 20, sasl = { user = "bob", password = "bob-pw" } })
+    plain:close()
+    assert.is_nil(c)
+    assert.equal("no_auth", code)
+    assert.equal("SASL DIGEST-MD5 authentication as 'bob' failed: the " ..
+                 "server sent no challenge, so it has no SASL set up (a " ..
+                 "JAAS Server section: docs/security.md, \"The server\")",
+                 msg)
+    assert.is_true(H.now() - t0 < 20)
+    -- another mechanism is not told apart (PLAIN asks for the password at
+    -- its start, challenge or not): it does not claim to know
+    local plain2 = H.testing.server()
+    c, msg, code = zklock.connect(plain2.connect_string, {
+      connect_timeout = 20, sasl = { mechanism = "PLAIN", user = "bob",
+                                     password = "bob-pw" } })
+    plain2:close()
+    assert.is_nil(c)
+    assert.equal("no_auth", code)
+    assert.equal("SASL PLAIN authentication as 'bob' failed (refused by " ..
+                 "the server, or the mechanism failed here: the C client's " ..
+                 "log at error says which)", msg)
   end)
 
   it("no SASL on a server that requires it: requests fail with no_auth",
@@ -90,9 +127,12 @@ describe("SASL DIGEST-MD5", function()
     assert.truthy(m:acquire(5))
     -- bob can neither queue under it, nor read alice's node, nor ask her
     -- to let go (revoke writes her node)
-    local ok, _, code = bob:mutex(path):acquire(1)
+    local ok, msg, code = bob:mutex(path):acquire(1)
     assert.is_nil(ok)
     assert.equal("no_auth", code)
+    -- (bob is authenticated: the ACL does not allow him, and says so)
+    assert.matches("ZNOAUTH: not allowed (the node's ACL does not grant " ..
+                   "this to the session's identities)", msg, 1, true)
     local d, _, dcode = bob:get(m:node())
     assert.is_nil(d)
     assert.equal("no_auth", dcode)
@@ -143,18 +183,29 @@ describe("SASL DIGEST-MD5", function()
       zklock.connect(hosts, { sasl = { user = "b", pasword = "p" } })
     end, "bad argument #2 to 'connect' (unknown option " ..
       "'sasl.pasword' (did you mean 'sasl.password'?))")
-    assert.has_error(function()
-      zklock.connect(hosts, { sasl = { user = "b",
-                                        password_file = "/nonexistent" } })
-    end)
+  end)
+
+  it("a password_file that cannot be read returns nil, msg, no_auth, as " ..
+     "a TLS file that cannot be read returns nil, msg, tls", function()
+    local hosts = srv.connect_string
+    assert.same({ nil, "sasl.password_file /nonexistent: No such file or " ..
+                  "directory", "no_auth" },
+      { zklock.connect(hosts, { sasl = { user = "b",
+                                         password_file = "/nonexistent" } }) })
     local empty = H.tmpname("empty")
     H.write(empty, "\n")
     for _, file in ipairs({ empty, "/tmp" }) do
-      assert.has_error(function()
-        zklock.connect(hosts, { sasl = { user = "b", password_file = file } })
-      end, "bad argument #2 to 'connect' (sasl.password_file " .. file ..
-        ": no password on its first line)")
+      assert.same({ nil, "sasl.password_file " .. file ..
+                    ": no password on its first line", "no_auth" },
+        { zklock.connect(hosts, { sasl = { user = "b",
+                                           password_file = file } }) })
     end
     os.remove(empty)
+    -- (what the arguments alone show is wrong still raises, before any
+    -- file is read)
+    assert.has_error(function()
+      zklock.connect(hosts, { sasl = { password_file = "/nonexistent" } })
+    end, "bad argument #2 to 'connect' (sasl DIGEST-MD5 needs user and " ..
+      "password (or password_file))")
   end)
 end)

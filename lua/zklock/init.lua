@@ -110,7 +110,8 @@ end
 --  docs/security.md
 -- @return a client, or nil, message, code: `"unknown_host"` (a host name
 --  does not resolve), `"connection_loss"` (no connection in time),
---  `"no_auth"` (a SASL login refused), `"no_node"` (the chroot does not
+--  `"no_auth"` (a SASL login that failed, and which way; a password_file
+--  that cannot be read), `"no_node"` (the chroot does not
 --  exist), `"tls"` (a TLS set-up that cannot work, and why)
 function M.connect(hosts, opts)
   local c, ct, code = session.open(hosts, opts, "connect")

@@ -51,7 +51,16 @@ typedef struct zkl_secure {
   void *secret;         /* sasl_secret_t: the password */
   size_t secret_len;
   void *cbs;            /* sasl_callback_t[]: lives as long as the handle */
+  /* what the session's mechanism asked of our callbacks (ZKL_SASL_ASKED_*,
+   * atomic: set on the C client's IO thread, zeroed at each session's
+   * start): how a refused login is told apart (zkl_secure_sasl_why) */
+  int asked;
 } zkl_secure;
+enum { ZKL_SASL_ASKED_USER = 1, ZKL_SASL_ASKED_PASS = 2 };
+/* Why the SASL login of c's session failed (state "auth failed"), in
+ * err: refused by the server, a server without SASL, or the mechanism
+ * failed here. */
+void zkl_secure_sasl_why(const zkl_secure *s, zkl_error *err);
 zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err);
 void zkl_secure_free(zkl_secure *s);
 /* Before any connection: this build can, and the files load. */

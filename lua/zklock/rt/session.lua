@@ -47,8 +47,12 @@ local function check_acl(acl, auth, fname)
 end
 
 -- opts.tls and opts.sasl (docs/security.md) as one flat table for C, or
--- nil.  A password comes from `password` or the first line of
--- `password_file`; a file that cannot be read is an argument error.
+-- nil; or false, msg, code.  A password comes from `password` or the
+-- first line of `password_file`.  One rule for files (docs/security.md,
+-- "Files"): what the arguments alone show is wrong raises (a partial tls,
+-- a ',' the C client cannot take); a file that cannot be read, or reads
+-- wrong, is the world's: false, msg, "tls" (in C, src/core/session/
+-- secure.c) or "no_auth" (password_file, here).
 local TLS_KEYS = { ca = true, cert = true, key = true, key_password = true }
 local SASL_KEYS = { mechanism = true, user = true, password = true,
   password_file = true, realm = true, service = true, server = true }
@@ -75,26 +79,42 @@ local function check_secure(opts, fname)
     argerror(2, fname, "tls needs ca, cert and key (PEM files; the C " ..
       "client always presents a client certificate)")
   end
+  -- zookeeper_init_ssl takes "ca,cert,key,key_password" as one string
+  local SPLIT = ", which the ZooKeeper C client cannot take (it joins " ..
+    "the three files and the password into one string split at commas): "
+  for _, k in ipairs({ "ca", "cert", "key" }) do
+    if tls and tls[k]:find(",", 1, true) then
+      argerror(2, fname, ("tls.%s %s: a file name with ','%srename the " ..
+        "file, or link it under a name without one"):format(k, tls[k], SPLIT))
+    end
+  end
+  if tls and tls.key_password and tls.key_password:find(",", 1, true) then
+    argerror(2, fname, "tls.key_password contains ','" .. SPLIT ..
+      "re-encrypt tls.key under a password without one")
+  end
   if sasl then
     out.mechanism = sasl.mechanism or "DIGEST-MD5"
     if sasl.password and sasl.password_file then
       argerror(2, fname, "sasl: password or password_file, not both")
     end
+    if out.mechanism == "DIGEST-MD5" and not (out.user and
+        (out.password or out.password_file)) then
+      argerror(2, fname, "sasl DIGEST-MD5 needs user and password " ..
+        "(or password_file)")
+    end
     if sasl.password_file then
       local f, why = io.open(sasl.password_file, "rb")
-      if not f then argerror(2, fname, "sasl.password_file: " .. why) end
+      if not f then
+        return false, "sasl.password_file " .. why, "no_auth"
+      end
       local line = f:read("*l") -- (nil for a directory)
       f:close()
       out.password = line and line:gsub("\r$", "") or ""
       if out.password == "" then
-        argerror(2, fname, "sasl.password_file " .. sasl.password_file ..
-          ": no password on its first line")
+        return false, "sasl.password_file " .. sasl.password_file ..
+          ": no password on its first line", "no_auth"
       end
       out.password_file = nil
-    end
-    if out.mechanism == "DIGEST-MD5" and not (out.user and out.password) then
-      argerror(2, fname, "sasl DIGEST-MD5 needs user and password " ..
-        "(or password_file)")
     end
   end
   return out
@@ -198,8 +218,9 @@ function M.open(hosts, opts, fname, allowed)
       then
     argerror(2, fname, "self_watch_delay must be a number of seconds >= 0")
   end
-  local secure = check_secure(opts, fname)
+  local secure, smsg, scode = check_secure(opts, fname)
   local cohort, pass_limit = M.check_cohort(opts, 2, fname)
+  if secure == false then return nil, smsg, scode end
   local c, msg, code = core.connect(hosts, floor(st * 1000), acl,
     renew ~= false, md, secure)
   if not c then return nil, msg, code end

@@ -79,7 +79,18 @@ void zkl_seterr_maybe(zkl_error *e, const char *what) {
              "been applied", what);
 }
 
+/* The C client's text for rc, but for ZNOAUTH: zerror says "not
+ * authenticated", while the server answers it to a session whose
+ * identities (authenticated or not) the node's ACL does not allow
+ * (docs/security.md, "ACLs"). */
+static const char *errors_text(int rc) {
+  if (rc == ZNOAUTH)
+    return "not allowed (the node's ACL does not grant this to the "
+           "session's identities)";
+  return zerror(rc);
+}
+
 void zkl_seterr_rc(zkl_error *e, int rc, const char *what) {
   zkl_seterr(e, zkl_code_from_rc(rc), "%s: %s%s%s", zkl_rc_name(rc),
-             zerror(rc), what ? " " : "", what ? what : "");
+             errors_text(rc), what ? " " : "", what ? what : "");
 }

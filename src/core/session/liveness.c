@@ -12,15 +12,7 @@ int zkl_client_usable(zkl_client *c, zkl_error *err) {
     zkl_seterr(err, ZKL_ESESSION_EXPIRED, "session expired");
     return 0;
   case ZKL_AUTH_FAILED:
-    if (c->secure && c->secure->mechanism)
-      zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s%s%s failed "
-                 "(refused by the server, or the mechanism failed here: "
-                 "the C client's log says which)", c->secure->mechanism,
-                 c->secure->user ? " as '" : "",
-                 c->secure->user ? c->secure->user : "",
-                 c->secure->user ? "'" : "");
-    else
-      zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    zkl_secure_sasl_why(c->secure, err);
     return 0;
   case ZKL_TLS_FAILED:
     zkl_seterr(err, ZKL_ETLS, "%s", c->tls_why ? c->tls_why : "TLS failed");

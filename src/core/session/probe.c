@@ -117,6 +117,20 @@ static int secure_said_alert(char *why, size_t n, const char *host,
   return 1;
 }
 
+/* 1 when the handshake's failure rc was the peer closing the connection
+ * (OpenSSL 3 says "unexpected eof while reading"; 1.1, a syscall error
+ * with no errno, or a reset) */
+static int secure_eof(SSL *ssl, int rc) {
+  int e = SSL_get_error(ssl, rc);
+  if (e == SSL_ERROR_SYSCALL) return 1;
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+  if (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_last_error()) ==
+                              SSL_R_UNEXPECTED_EOF_WHILE_READING)
+    return 1;
+#endif
+  return 0;
+}
+
 /* Waits for the socket as OpenSSL asked; 0 at the deadline. */
 static int secure_wait(SSL *ssl, int fd, int rc, double until) {
   struct pollfd p;
@@ -188,12 +202,24 @@ static int secure_probe_one(const zkl_secure *s, const char *host,
                                 "handshake");
   } else if (rc != 1 && SSL_get_error(ssl, rc) != SSL_ERROR_WANT_READ &&
              SSL_get_error(ssl, rc) != SSL_ERROR_WANT_WRITE) {
-    /* no alert, no certificate: whatever answered does not speak TLS */
+    /* no alert, no certificate: whatever answered does not speak TLS;
+     * or closed the connection without a word, as a plaintext port does
+     * (a ClientHello is no request) and as a TLS port whose server
+     * cannot do TLS (Debian's, without Netty's codec on its class path:
+     * docs/security.md, "The server") */
     tls_note = secure_ossl_why(NULL);
-    verdict = snprintf(why, n, "the server %s:%s does not speak TLS (a "
-                       "plaintext port? TLS is on its secureClientPort)%s%s",
-                       host, port, tls_note ? ": " : "",
-                       tls_note ? tls_note : "") > 0;
+    if (secure_eof(ssl, rc))
+      verdict = snprintf(why, n, "the server %s:%s closed the connection "
+                         "in the TLS handshake (%s): a plaintext port (TLS "
+                         "is on its secureClientPort), or a server whose "
+                         "TLS is broken: look at its log (docs/"
+                         "security.md, \"The server\")", host, port,
+                         tls_note ? tls_note : "end of file") > 0;
+    else
+      verdict = snprintf(why, n, "the server %s:%s does not speak TLS (a "
+                         "plaintext port? TLS is on its secureClientPort)"
+                         "%s%s", host, port, tls_note ? ": " : "",
+                         tls_note ? tls_note : "") > 0;
   }
 done:
   if (ssl) SSL_free(ssl);

@@ -11,9 +11,11 @@
  *    zookeeper_init_ssl is looked up as a weak symbol, so a library
  *    built with OpenSSL elsewhere still gives TLS; SASL needs the TLS
  *    build's headers. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +49,22 @@ int zkl_sasl_available(void) {
 #endif
 }
 
-static const char zkl_no_tls[] =
-  "this zklock is linked with a ZooKeeper C client built without TLS "
-  "(Debian's libzookeeper_mt is): build zklock with `make` (its TLS build, "
-  "docs/security.md), or link a C client built with OpenSSL";
+/* The file this module was loaded from, for the messages of a build
+ * without TLS or SASL: with LUA_CPATH (or a rock tree) first, it may not
+ * be the build the user made. */
+static const char *secure_module_file(void) {
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)zkl_secure_check, &info) && info.dli_fname)
+    return info.dli_fname;
+  return "zklock.core";
+}
+
+static void secure_no_build(zkl_error *err, int code, const char *what) {
+  zkl_seterr(err, code, "the zklock loaded, %s, was built without %s (its "
+             "ZooKeeper C client has none): build zklock with `make` "
+             "(docs/security.md, \"Builds\") and load that one (LUA_CPATH)",
+             secure_module_file(), what);
+}
 
 static char *dupornull(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -89,6 +103,7 @@ static int secure_simple(void *ctx, int id, const char **result,
   zkl_secure *s = ctx;
   if (!s || !result || (id != SASL_CB_USER && id != SASL_CB_AUTHNAME))
     return SASL_BADPARAM;
+  __atomic_fetch_or(&s->asked, ZKL_SASL_ASKED_USER, __ATOMIC_RELAXED);
   *result = s->user ? s->user : "";
   if (len) *len = (unsigned)strlen(*result);
   return SASL_OK;
@@ -99,6 +114,7 @@ static int secure_secret(sasl_conn_t *conn, void *ctx, int id,
   zkl_secure *s = ctx;
   (void)conn;
   if (!s || !out || id != SASL_CB_PASS || !s->secret) return SASL_BADPARAM;
+  __atomic_fetch_or(&s->asked, ZKL_SASL_ASKED_PASS, __ATOMIC_RELAXED);
   *out = (sasl_secret_t *)s->secret;
   return SASL_OK;
 }
@@ -169,9 +185,7 @@ zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err) {
     }
 #else
     zkl_secure_free(s);
-    zkl_seterr(err, ZKL_ENO_AUTH, "this zklock was built without SASL (a build "
-               "against the system's libzookeeper_mt): build zklock with "
-               "`make` (its TLS and SASL build, docs/security.md)");
+    secure_no_build(err, ZKL_ENO_AUTH, "SASL");
     return NULL;
 #endif
   }
@@ -292,7 +306,7 @@ static int secure_check_files(const zkl_secure *s, zkl_error *err) {
 int zkl_secure_check(const zkl_secure *s, zkl_error *err) {
   if (!s) return 1;
   if (s->tls && !zkl_tls_available()) {
-    zkl_seterr(err, ZKL_ETLS, "%s", zkl_no_tls);
+    secure_no_build(err, ZKL_ETLS, "TLS");
     return 0;
   }
   if (s->tls && s->mechanism) {
@@ -375,10 +389,50 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
     p.host = s->server;
     p.mechlist = s->mechanism;
     p.callbacks = s->cbs;
+    /* (the callbacks' context: what they record is this session's) */
+    __atomic_store_n(&((zkl_secure *)s)->asked, 0, __ATOMIC_RELAXED);
     return zookeeper_init_sasl(hosts, fn, timeout_ms, NULL, ctx,
                                INIT_FLAGS, zkl_log_line, &p);
   }
 #endif
   return zookeeper_init2(hosts, fn, timeout_ms, NULL, ctx, INIT_FLAGS,
                          zkl_log_line);
+}
+
+/* ---- a login that failed ----------------------------------------------- */
+
+/* The C client logs a server's refusal only at debug (its rc), and stops
+ * the session the same way whatever failed.  For DIGEST-MD5, which asks
+ * for the credentials only to answer the server's challenge, what our
+ * callbacks were asked tells the cases apart: the password was asked, so
+ * the server refused the answer; nothing was asked: the server sent no
+ * challenge (a server without SASL answers with an empty token); else the
+ * mechanism gave up here, and the C client's log says why at error.
+ * Another mechanism (PLAIN asks at its start) is not told apart. */
+void zkl_secure_sasl_why(const zkl_secure *s, zkl_error *err) {
+  char who[300] = "";
+  int asked;
+  if (!s || !s->mechanism) {
+    zkl_seterr(err, ZKL_ENO_AUTH, "authentication failed");
+    return;
+  }
+  asked = __atomic_load_n(&s->asked, __ATOMIC_RELAXED);
+  if (s->user) snprintf(who, sizeof who, " as '%s'", s->user);
+  if (strcmp(s->mechanism, "DIGEST-MD5") != 0)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed (refused "
+               "by the server, or the mechanism failed here: the C client's "
+               "log at error says which)", s->mechanism, who);
+  else if (asked & ZKL_SASL_ASKED_PASS)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s refused by the "
+               "server: a wrong password or an unknown user (the server "
+               "does not say which; its log does)", s->mechanism, who);
+  else if (!asked)
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed: the "
+               "server sent no challenge, so it has no SASL set up (a JAAS "
+               "Server section: docs/security.md, \"The server\")",
+               s->mechanism, who);
+  else
+    zkl_seterr(err, ZKL_ENO_AUTH, "SASL %s authentication%s failed here: "
+               "the mechanism gave up (the C client's log at error says "
+               "why)", s->mechanism, who);
 }
