@@ -11,7 +11,8 @@
 # are applied: tools/zkclient-tls-handshake.patch (the TLS handshake
 # bounded by the session timeout, and ended by zookeeper_close) and
 # tools/zkclient-io-completions.patch (a zookeeper_init flag that runs
-# completions on the IO thread: docs/design.md, section 2).  Nothing is done
+# completions on the IO thread, and zoo_zklock_batch, requests that wake
+# it once: docs/design.md, section 2.1).  Nothing is done
 # when DEST/stamp names that version and patch level already.
 #
 # Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
@@ -28,7 +29,9 @@ if [ -z "$ver" ]; then
   echo "zkclient.sh: the zookeeper package is not installed (make deps)" >&2
   exit 1
 fi
-stamp="$ver zklock-patches:$PATCHES"
+# (the patches' checksum too: a patch changed is a client to build again)
+sum=$(for p in $PATCHES; do cat "$HERE/$p"; done | cksum | cut -d' ' -f1)
+stamp="$ver zklock-patches:$PATCHES $sum"
 if [ -f "$DEST/stamp" ] && [ "$(cat "$DEST/stamp")" = "$stamp" ] &&
    [ -f "$DEST/lib/libzookeeper.a" ]; then
   exit 0

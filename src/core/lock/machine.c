@@ -95,7 +95,26 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
   zkl_task_leave_if(r, news);
 }
 
+/* Requests sent between these wake the C client's IO thread once
+ * (tools/zkclient-io-completions.patch; not in Debian's library). */
+#ifdef ZOO_ZKLOCK_BATCH
+#define BATCH(zh, on) zoo_zklock_batch((zh), (on))
+#else
+#define BATCH(zh, on) ((void)(zh))
+#endif
+
+static void lock_create_sent(zkl_attempt *l);
+
+/* The create, and the listing piped behind it (and a guarded read behind
+ * that): one wake-up of the IO thread for them all. */
 void lock_create(zkl_attempt *l) {
+  zhandle_t *zh = l->t.c->zh;
+  if (zh) BATCH(zh, 1);
+  lock_create_sent(l);
+  if (zh) BATCH(zh, 0);
+}
+
+static void lock_create_sent(zkl_attempt *l) {
   zkl_req *r;
   int rc;
   zkl_task_move(&l->t);
