@@ -240,7 +240,7 @@ rockspec-check: all
 demo: deps all
 	@sh examples/demo.sh
 
-bench: deps all
+bench: deps all build/floor_list
 	@sh bench/run.sh
 
 # where an uncontended cycle's time goes (bench/profile.lua, a few minutes;
@@ -317,4 +317,13 @@ distclean:
 build/floor: bench/floor.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -DTHREADED -o $@ bench/floor.c -lzookeeper_mt -lpthread
+
+# the lock protocol's floor (floor.create_list_delete): bench/floor.c with
+# the C client zklock builds (its IO-thread completions)
+build/floor_list: bench/floor.c src/core/base/zkcshim.c $(ZKC)/stamp
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -DTHREADED -D_GNU_SOURCE -I$(ZKC)/include \
+	  -DZKL_STATIC_ZKC -o $@ bench/floor.c src/core/base/zkcshim.c \
+	  $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a -lssl -lcrypto \
+	  -lsasl2 -lpthread -lm
 

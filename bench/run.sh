@@ -2,7 +2,7 @@
 # make bench: figures per docs/performance.md, one fresh server, one run.
 set -e
 cd "$(dirname "$0")/.."
-make -s build/floor
+make -s build/floor build/floor_list
 run=$(mktemp -d /tmp/zklock-bench.XXXXXX)
 trap 'pkill -f "$run" 2>/dev/null || true; rm -rf "$run"' EXIT INT TERM
 export ZKLOCK_TEST_TMP="$run"

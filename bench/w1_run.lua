@@ -1,6 +1,8 @@
 -- W1 in whole processes (issue 34, docs/performance.md), for bench/run.lua:
 -- rounds of one fresh process per program, in rotated order so that drift
--- hits them alike: the C floor (build/floor), zklock under Lua 5.4 and
+-- hits them alike: the C floor (build/floor), the lock protocol's floor
+-- (build/floor_list: create, the listing piped behind it, delete, in C with
+-- the C client zklock builds), zklock under Lua 5.4 and
 -- under LuaJIT, cohorts on (the default) and off (bench/w1.lua), Curator
 -- (CuratorPeer bench) and kazoo (kazoo_peer.py bench).  Each process warms
 -- up, times its loop and prints its line with cpu_us_per_cycle (its own
@@ -34,6 +36,8 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
   local progs = {
     { name = "floor.create_delete",
       cmd = ("./build/floor %s %d"):format(hosts, cycles) },
+    { name = "floor.create_list_delete",
+      cmd = ("./build/floor_list %s %d list"):format(hosts, cycles) },
   }
   for _, r in ipairs(RUNTIMES) do
     for _, off in ipairs { false, true } do
@@ -129,6 +133,7 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
   end
 
   local floor = by["floor.create_delete"]
+  local proto = by["floor.create_list_delete"]
   local cur, kz = by["curator.mutex.uncontended"], by["kazoo.mutex.uncontended"]
   local res = { floor = floor.rate, curator = cur and cur.rate,
     kazoo = kz and kz.rate }
@@ -137,6 +142,9 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
     res[r.rt] = on.rate
     print(("ratio %s/floor.create_delete=%.2f (target >= 0.95)"):format(
       on.name, on.rate / floor.rate))
+    -- (the protocol's own floor: what the three requests cost in C)
+    print(("ratio %s/floor.create_list_delete=%.2f cpu=%.2f"):format(
+      on.name, on.rate / proto.rate, cpu_ratio(on, proto)))
     print(("ratio cpu %s/floor.create_delete=%.2f (target <= %d)"):format(
       on.name, cpu_ratio(on, floor), r.cpu_target))
     print(("ratio cpu %s/%s=%.3f (target <= 1.05)"):format(on.name, off.name,
@@ -158,6 +166,8 @@ return function(hosts, java_cp, kazoo, rounds, cycles)
       end
     end
   end
+  print(("ratio floor.create_list_delete/floor.create_delete=%.2f cpu=%.2f")
+    :format(proto.rate / floor.rate, cpu_ratio(proto, floor)))
   for _, peer in ipairs { cur or false, kz or false } do
     if peer and peer.cpu_us_per_cycle then
       print(("ratio cpu %s/floor.create_delete=%.2f"):format(peer.name,
