@@ -78,7 +78,7 @@ describe("docs/security.md's server section, as written", function()
 
   local function works(zk)
     local m = zk:mutex(H.path("server-docs"))
-    assert.truthy(m:acquire(5))
+    assert.truthy(m:acquire(30))
     assert.is_true(m:release())
     zk:close()
   end
@@ -137,13 +137,15 @@ describe("docs/security.md's server section, as written", function()
       sasl = { user = "bob", password_file = pw } })
     assert(zk, (msg or "") .. "\n" .. (H.read(log) or ""))
     works(zk)
-    local c, _, code = zklock.connect(hosts, { sasl = { user = "bob",
-      password = "wrong" } })
+    -- (bounds of 30 s: under valgrind, make memcheck, the login's answer
+    -- took longer than connect's default)
+    local c, _, code = zklock.connect(hosts, { connect_timeout = 30,
+      sasl = { user = "bob", password = "wrong" } })
     assert.is_nil(c)
     assert.equal("no_auth", code)
     -- enforce.auth.enabled: a session without SASL gets nothing done
-    local anon = assert(zklock.connect(hosts))
-    local ok, amsg, acode = anon:mutex(H.path("server-docs")):acquire(5)
+    local anon = assert(zklock.connect(hosts, { connect_timeout = 30 }))
+    local ok, amsg, acode = anon:mutex(H.path("server-docs")):acquire(30)
     assert.is_nil(ok)
     assert.equal("no_auth", acode)
     assert.matches("required to do SASL authentication", amsg, 1, true)
