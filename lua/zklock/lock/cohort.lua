@@ -413,13 +413,22 @@ end
 -- wait releases it.  info, kept by the waiting frame and then by the hold
 -- record (hold.lua: `anchor`), is where join puts the sentinel.
 -- (issue 34: cohorts cost nothing until a second local waiter exists)
+-- A solo waiter w gives up (timed out, failed, abandoned) or never got
+-- its node: with a waiter queued behind it and the node still queued or
+-- held, the node stays the cohort's, keeping its place for that waiter
+-- (as a queued leader's does: leave); else it goes.  True when kept.
 local function solo_end(c, w, att)
   if c.holder == w then
     c.holder = nil
+    if att and c.att == att and head(c) and alive(att) then
+      wake(head(c))
+      return true
+    end
     if c.att == att then c.att = nil end
     if not c.att then detach(c) end
   end
   if att then att:release() end
+  return false
 end
 
 function solo(f, c, timeout, max_hold, read, a)
@@ -460,8 +469,7 @@ function solo(f, c, timeout, max_hold, read, a)
     if c.q.first <= c.q.last then att:watch_contenders() end
     return att, info
   end
-  solo_end(c, w, att)
-  await(client, att, op.grace(client))
+  if not solo_end(c, w, att) then await(client, att, op.grace(client)) end
   if st == "timeout" then return nil, op.not_acquired(f.path, timeout) end
   if st == "held" or st == "done" then return nil, op.ended_at_once(f.path) end
   return nil, msg, code
