@@ -320,10 +320,8 @@ build/floor: bench/floor.c
 
 # the lock protocol's floor (floor.create_list_delete): bench/floor.c with
 # the C client zklock builds (its IO-thread completions)
-build/floor_list: bench/floor.c src/core/base/zkcshim.c $(ZKC)/stamp
+build/floor_list: bench/floor.c src/core/base/zkcshim.c $(ZK_DEP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -DTHREADED -D_GNU_SOURCE -I$(ZKC)/include \
-	  -DZKL_STATIC_ZKC -o $@ bench/floor.c src/core/base/zkcshim.c \
-	  $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a -lssl -lcrypto \
-	  -lsasl2 -lpthread -lm
+	$(CC) $(CFLAGS) $(WARN) -DTHREADED -D_GNU_SOURCE $(ZK_INC) -o $@ \
+	  bench/floor.c src/core/base/zkcshim.c $(LIBS)
 

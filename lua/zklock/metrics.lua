@@ -31,10 +31,11 @@ function M.dist()
 end
 
 --- Bucket number of `x` seconds (0 for anything up to BASE).
-function M.bucket(x)
+local function bucket(x)
   if x <= BASE or x ~= x then return 0 end
   return floor(log(x / BASE) * SCALE)
 end
+M.bucket = bucket
 
 --- The geometric middle of bucket `i`: what a quantile in it reads as.
 function M.middle(i)
@@ -47,8 +48,7 @@ local function observe(d, x)
   d.n = d.n + 1
   d.sum = d.sum + x
   if x > d.max then d.max = x end
-  -- (M.bucket's, inline: every acquire and release comes here twice)
-  local i = x <= BASE and 0 or floor(log(x / BASE) * SCALE)
+  local i = bucket(x)
   local b = d.b
   b[i] = (b[i] or 0) + 1
 end

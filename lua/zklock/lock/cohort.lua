@@ -402,17 +402,6 @@ function watch_over(c, w)
   end)
 end
 
--- The first waiter of an idle cohort (no node, no holder, nobody queued)
--- pays for no queue: it takes a node as an acquire outside a cohort does,
--- standing as the cohort's holder from the start, so that a waiter who
--- comes meanwhile queues behind it (one node per client) and is passed
--- the hold at its release.  What the queue needs of a waiter (the
--- sentinel, the wait's abandon) is made for it only when a second waiter
--- comes (join): until then, a solo waiter collected unreleased lets its
--- node go as a plain attempt does (its own finalizer), and an abandoned
--- wait releases it.  info, kept by the waiting frame and then by the hold
--- record (hold.lua: `anchor`), is where join puts the sentinel.
--- (issue 34: cohorts cost nothing until a second local waiter exists)
 -- A solo waiter w gives up (timed out, failed, abandoned) or never got
 -- its node: with a waiter queued behind it and the node still queued or
 -- held, the node stays the cohort's, keeping its place for that waiter
@@ -431,6 +420,18 @@ local function solo_end(c, w, att)
   return false
 end
 
+-- The first waiter of an idle cohort (no node, no holder, nobody queued)
+-- pays for no queue: it takes a node as an acquire outside a cohort does,
+-- standing as the cohort's holder from the start, so that a waiter who
+-- comes meanwhile queues behind it (one node per client) and is passed
+-- the hold at its release.  What the queue needs of a waiter (the
+-- sentinel, the wait's abandon) is made for it only when a second waiter
+-- comes (join): until then, a solo waiter collected unreleased lets its
+-- node go as a plain attempt does (its own finalizer), and an abandoned
+-- wait releases it.  info, kept by the waiting frame and then by the hold
+-- record (hold.lua: `anchor`), is where join puts the sentinel.
+-- (issue 34: cohorts cost nothing until a second local waiter exists)
+-- (a: the acquire's table, when the stage called; M.take)
 function solo(f, c, timeout, max_hold, read, a)
   local client = f.client
   -- (every field in the constructors: none added later, no table grows)
@@ -490,11 +491,11 @@ end
 -- the pass number; fresh: taken from ZooKeeper, its guarded read unread,
 -- read its path; passed: by a local pass, known: the last write with a
 -- release), or nil, msg, code.
-function M.take(f, timeout, max_hold, read)
+function M.take(f, timeout, max_hold, read, a)
   local c = cohort_of(f)
   local q = c.q
   if not c.holder and not c.att and q.first > q.last then
-    return solo(f, c, timeout, max_hold, read)
+    return solo(f, c, timeout, max_hold, read, a)
   end
   local holder = c.holder
   if holder and holder.solo then join(c, holder) end
@@ -541,8 +542,7 @@ function M.release(f, att, passable, limit, known)
   if not c then return false end
   c.holder = nil
   if c.q.first > c.q.last then -- nobody queued: the node is let go of
-    c.att, c.pass, c.counted, c.fresh, c.read, c.known =
-      nil, 0, 0, nil, nil, nil
+    detach(c)
     return false
   end
   c.known = known
@@ -593,15 +593,8 @@ end
 function M.take_stage(f, a)
   if not f.cohort or a.ignore then return nil end
   local t0 = now()
-  local c = cohort_of(f)
-  local att, info, code
-  if not c.holder and not c.att and c.q.first > c.q.last then
-    att, info, code = solo(f, c, a.timeout, a.max_hold or f.max_hold,
-      a.read, a)
-  else
-    att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
-      a.read)
-  end
+  local att, info, code = M.take(f, a.timeout, a.max_hold or f.max_hold,
+    a.read, a)
   if not att then
     metrics.acquire_ended(f.client, f.metric, now() - t0, code)
     return false, info, code
