@@ -163,11 +163,12 @@ if R:chance(0.5) then
   local stask = { name = "selector/" .. P }
   selector = zk:leader_selector(t.path, function(s)
     local h = new_hold("leader", t.name, stask, 0)
+    local ask = function() return s:has_leadership() end
     local d = now() + 0.02 + R:float() * 0.2
     while now() < d and not s:is_interrupted() do
-      sample(h, s:has_leadership())
+      sample(h, ask)
     end
-    sample(h, s:has_leadership())
+    sample(h, ask)
     h.rel_t, h.rel_e, h.rel = now(), now(), "ok"
     log_hold(h)
   end)

@@ -21,7 +21,7 @@ return function(W)
   -- Wait until time t, sampling the holds (is_held() through checks).
   local function wait_until(t, holds, checks)
     while now() < t - 0.02 do
-      for i, h in ipairs(holds) do sample(h, checks[i]()) end
+      for i, h in ipairs(holds) do sample(h, checks[i]) end
       W.sleep(math.min(0.01, t - now()))
     end
     while now() < t do end -- (the last few ms: to the millisecond)
@@ -37,17 +37,14 @@ return function(W)
   -- misuse): not drawn then.
   local function extend(task, holds, checks, obj, secs, c)
     if c and c:state() == "closed" then return end
-    for i, h in ipairs(holds) do sample(h, checks[i]()) end
+    for i, h in ipairs(holds) do sample(h, checks[i]) end
     local t1b = {}
     for i, h in ipairs(holds) do t1b[i] = h.t1 end
     local x_s = now()
     local ok, r, _, code = pcall(obj.extend, obj, secs)
     local x_e = now()
     local after = {}
-    for i, h in ipairs(holds) do
-      after[i] = checks[i]()
-      sample(h, after[i])
-    end
+    for i, h in ipairs(holds) do after[i] = sample(h, checks[i]) end
     if not ok then unexpected(task, "extend", r) end
     local res = not ok and "raised" or r and "ok" or
       (#holds > 1 and code == "lock_lost") and "maybe" or tostring(code)

@@ -51,7 +51,7 @@ return function(W)
             "update", h, last.t_s)
         end
         seen(t, data, "update")
-        sample(h, check())
+        sample(h, check)
         work(R4:pick({ 0.01, 0.05, 0.2 }), { h }, { check }, task)
         W.maybe_extend(task, h, sem, check, zk)
         W.near_end(h, check)
@@ -131,7 +131,7 @@ return function(W)
       local i = R:int(1, #leases)
       local lease, h = table.remove(leases, i), table.remove(holds, i)
       table.remove(checks, i)
-      sample(h, lease:is_held(), lease:node())
+      sample(h, function() return lease:is_held(), lease:node() end)
       if R:chance(0.05) then
         log_hold(h) -- dropped: collected, its node deleted
         lease = nil -- luacheck: ignore

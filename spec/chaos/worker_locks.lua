@@ -37,7 +37,7 @@ return function(W)
     end
     local t = h.lim - R3:float() * 0.015 -- (t0 + mh, or where an extend put it)
     repeat
-      sample(h, check())
+      sample(h, check)
       if task.revoked then return end
       W.sleep(math.min(R3:float() * 0.03, t - now()))
     until now() >= t
@@ -71,7 +71,7 @@ return function(W)
     local h = new_hold("mutex", t.name, task, token, obj:node(),
       opts.max_hold, pass)
     local check = function() return obj:is_held(), obj:node() end
-    sample(h, check())
+    sample(h, check)
     if not revocable and R:chance(0.2) then -- reentrant
       local again = obj:acquire(1)
       if again ~= obj then unexpected(task, "reentrant acquire", "refused") end
@@ -116,7 +116,7 @@ return function(W)
       if R:chance(0.6) then
         fenced_increment(task, t, obj, h.token, big, h)
       end
-      sample(h, check())
+      sample(h, check)
       local _, err = released(h, function() return obj:release() end)
       if h.rel == "raised" then unexpected(task, "mutex:release", err) end
     end
@@ -145,7 +145,7 @@ return function(W)
           opts.max_hold, pass)
         seen(t, data, "update")
         local check = function() return obj:is_held(), obj:node() end
-        sample(h, check())
+        sample(h, check)
         W.maybe_extend(task, h, obj, check, W.owner(obj))
         hold_work(h, check, task)
         v, tag = counter_value(data) + 1, write_tag()
@@ -264,7 +264,7 @@ return function(W)
       return log_hold(h)
     end
     if R:chance(0.5) then fenced_increment(task, t, obj, h.token, nil, h) end
-    sample(h, check())
+    sample(h, check)
     local _, err = released(h, function() return obj:release() end)
     if h.rel == "raised" then unexpected(task, "smutex:release", err) end
     log_hold(h)

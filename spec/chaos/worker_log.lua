@@ -101,19 +101,26 @@ return function(W, logfile)
       lim = mh and mh > 0 and t0 + mh or nil }
   end
 
-  -- (the time is read before asking: is_held() answers for a moment at or
-  -- after it, so [t0, t1] lies inside the hold).  is_held() may say false
-  -- and then true again: a connection back in the same session before the
-  -- hold was given up (docs/design.md, section 9.2).  But never true on a
-  -- node other than the hold's own: that is someone else's hold believed.
-  local function sample(h, held, node)
+  -- Ask ask() (is_held(), and the node it holds if it says) and record
+  -- the answer.  A true answer counts from the time read before asking:
+  -- is_held() answers for a moment at or after it, so [t0, t1] lies inside
+  -- the hold even when the process is stopped (SIGSTOP) between the answer
+  -- and the next line; read after, t1 would stretch over the stop.  A false
+  -- one counts from the time read after.  is_held() may say false and then
+  -- true again: a connection back in the same session before the hold was
+  -- given up (docs/design.md, section 9.2).  But never true on a node
+  -- other than the hold's own: that is someone else's hold believed.
+  -- Returns the answer.
+  local function sample(h, ask)
     local t = now()
+    local held, node = ask()
     if held then
       h.t1 = t
       if node and h.node ~= "-" and node ~= h.node then h.flip = 1 end
     elseif h.lost < 0 then
-      h.lost = t
+      h.lost = now()
     end
+    return held
   end
 
   local function log_hold(h)
@@ -138,11 +145,11 @@ return function(W, logfile)
   local function work(d, holds, checks, task)
     local t = now() + d
     repeat
-      for i, h in ipairs(holds) do sample(h, checks[i]()) end
+      for i, h in ipairs(holds) do sample(h, checks[i]) end
       if task.revoked then return end
       W.sleep(R:float() * 0.03)
     until now() >= t
-    for i, h in ipairs(holds) do sample(h, checks[i]()) end
+    for i, h in ipairs(holds) do sample(h, checks[i]) end
   end
 
   local function counter_value(data)

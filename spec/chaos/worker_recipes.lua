@@ -35,8 +35,7 @@ return function(W)
   local function read_update(t, h, check)
     local a = zk:get(t.a, plan.st)
     local b = zk:get(t.b, plan.st)
-    local held = check()
-    sample(h, held)
+    local held = sample(h, check)
     L("R", t.name, h.task, h.t0, held and 1 or 0, a or "-", b or "-")
   end
 
@@ -81,7 +80,7 @@ return function(W)
     W.maybe_extend(task, hw, rw.write, cw, zk)
     rw_n = rw_n + 1
     rw_update(task, t, rw.write, hw, rw_n)
-    sample(hw, cw())
+    sample(hw, cw)
     if mode == "write" then
       work(pick_work(), { hw }, { cw }, task)
       local _, err = released(hw, function() return rw.write:release() end)
@@ -194,7 +193,7 @@ return function(W)
         fenced_increment(task, m.t, m.l, holds[i].token, nil, holds[i])
       end
     end
-    for i, h in ipairs(holds) do sample(h, checks[i]()) end
+    for i, h in ipairs(holds) do sample(h, checks[i]) end
     local t_r = now()
     local ok, r, msg = pcall(ml.release, ml)
     if not ok then unexpected(task, "multilock:release", r) end
