@@ -42,15 +42,25 @@ function M.middle(i)
   return BASE * 2 ^ ((i + 0.5) / SUB)
 end
 
---- Add one observation of `x` seconds to distribution `d`.
-local function observe(d, x)
-  if x < 0 or x ~= x then x = 0 end
+-- Add x, already clean (a number >= 0), in bucket i, to d.
+local function add_at(d, x, i)
   d.n = d.n + 1
   d.sum = d.sum + x
   if x > d.max then d.max = x end
-  local i = bucket(x)
   local b = d.b
   b[i] = (b[i] or 0) + 1
+end
+
+-- x as a distribution takes it: a negative or NaN time counts as 0.
+local function clean(x)
+  if x < 0 or x ~= x then return 0 end
+  return x
+end
+
+--- Add one observation of `x` seconds to distribution `d`.
+local function observe(d, x)
+  x = clean(x)
+  add_at(d, x, bucket(x))
 end
 M.observe = observe
 
@@ -112,50 +122,56 @@ local function kinds_of(client)
   return t
 end
 
-local function both(client, kind, fn, a)
-  if not enabled then return end
+-- The figures of kind on client, and the process's: each observation
+-- goes into both (its bucket reckoned once: every acquire and release
+-- records one; issue 34).
+local function pair(client, kind)
   local t = kinds_of(client)
   local k = t[kind]
   if not k then k = new_kind(); t[kind] = k end
-  fn(k, a)
-  k = process[kind]
-  if not k then k = new_kind(); process[kind] = k end
-  fn(k, a)
+  local p = process[kind]
+  if not p then p = new_kind(); process[kind] = p end
+  return k, p
 end
 
-local function acquired(k, wait)
-  k.acquires = k.acquires + 1
-  observe(k.wait, wait)
+local function count(client, kind, counter)
+  if not enabled then return end
+  local k, p = pair(client, kind)
+  k[counter] = k[counter] + 1
+  p[counter] = p[counter] + 1
 end
-local function passed(k, wait)
-  k.passes = k.passes + 1
-  acquired(k, wait)
-end
-local function timed_out(k) k.timeouts = k.timeouts + 1 end
-local function failed(k) k.errors = k.errors + 1 end
-local function released(k, hold)
-  k.releases = k.releases + 1
-  observe(k.hold, hold)
-end
-local function lost(k) k.losses = k.losses + 1 end
 
 --- An acquire of `kind` on `client` ended after `wait` seconds with `code`
 -- (nil: it holds; pass: passed on within a lock cohort).
 function M.acquire_ended(client, kind, wait, code, pass)
-  if code == nil then both(client, kind, pass and passed or acquired, wait)
-  elseif code == "timeout" then both(client, kind, timed_out)
-  else both(client, kind, failed) end
+  if not enabled then return end
+  if code ~= nil then
+    return count(client, kind, code == "timeout" and "timeouts" or "errors")
+  end
+  local k, p = pair(client, kind)
+  if pass then k.passes, p.passes = k.passes + 1, p.passes + 1 end
+  k.acquires, p.acquires = k.acquires + 1, p.acquires + 1
+  wait = clean(wait)
+  local i = bucket(wait)
+  add_at(k.wait, wait, i)
+  add_at(p.wait, wait, i)
 end
 
 --- A hold of `kind` ended by its holder's release after `hold` seconds.
 function M.released(client, kind, hold)
-  both(client, kind, released, hold)
+  if not enabled then return end
+  local k, p = pair(client, kind)
+  k.releases, p.releases = k.releases + 1, p.releases + 1
+  hold = clean(hold)
+  local i = bucket(hold)
+  add_at(k.hold, hold, i)
+  add_at(p.hold, hold, i)
 end
 
 --- A hold of `kind` ended without its holder's release (docs/api.md,
 -- `lock_lost`): counted once, when the holder learns it.
 function M.lost(client, kind)
-  both(client, kind, lost)
+  count(client, kind, "losses")
 end
 
 local function summary(d)

@@ -142,7 +142,7 @@ function Lease:release(opts)
     l.ended, l.released = why == "revoke" and "revoked" or "lost", false
   end
   if l.key then events.unwatch_hold(f.client, l.key) end
-  return L.give_hold(f, { own = l, held = held, name = l.att:info(),
+  return L.give_hold(f, { own = l, held = held,
     write = write, data = data, why = why })
 end
 

@@ -585,6 +585,12 @@ function M.stats(f)
     token = c.att and select(2, c.att:info()) }
 end
 
+--- Does lock f queue in a cohort (its constructor's `cohort`, or its
+-- client's)?  Its stages run only then (lock/init.lua's plans).
+function M.on(f)
+  return f.cohort and true or false
+end
+
 -- ---------------------------------------------------------------------------
 -- the stages (lock/init.lua's lists)
 

@@ -32,6 +32,12 @@ function M.over(f, co)
   end
 end
 
+--- Is f a lock of a read/write lock (a downgrade can rest on its
+-- write node)?  Its stages run only then (lock/init.lua's plans).
+function M.on(f)
+  return f.partner ~= nil
+end
+
 --- Acquire, a read hold just taken over our write node: C ends the read
 -- hold with the write one.
 function M.rest_stage(_, a)
@@ -70,7 +76,7 @@ function M.keep_stage(f, r)
   if not (r.downgraded and r.held) then return nil end
   local own, reader = r.own, r.reader
   if guard.guarded(function() own.att:release() end, keep_for_reader, f,
-      own, reader, r.name) then
+      own, reader, (own.att:info())) then
     node.hold_ended(f.client, own.att, true)
     return true, true
   end

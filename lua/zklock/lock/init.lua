@@ -32,8 +32,8 @@ local L = {}
 
 local unbox = core.unbox
 local client_methods = core.client_methods
-local type, select, setmetatable, pairs =
-  type, select, setmetatable, pairs
+local type, select, setmetatable, pairs, ipairs =
+  type, select, setmetatable, pairs, ipairs
 local hooks, me, argerror = plug.hooks, events.me, check.argerror
 local check_path, check_timeout = check.check_path, check.check_timeout
 local closed = op.closed
@@ -49,54 +49,98 @@ local live, hold_of, lost_msg = hold.live, hold.hold_of, hold.lost_msg
 -- TAKE stage answers nil (does not apply), true (the hold is taken:
 -- a.att, a.info), or false, msg, code (the acquire fails); a TAKEN stage
 -- nil (go on) or false, msg, code (the hold was let go of: it fails).
+-- Each entry: the stage, and which locks it can apply to (nil: every
+-- lock; else a test of the lock's fields, fixed at construction).  A
+-- lock object runs only the stages that can apply to it: its plan, made
+-- once per combination (issue 34: a hold pays for what it uses).
 local TAKE = {
-  linger.reuse_stage,     -- the node this object kept (lock caching)
-  cohort.take_stage,      -- the node of this client's cohort, passed on
-  node.take_stage,        -- a node of our own
+  -- the node this object kept (lock caching)
+  { linger.reuse_stage, linger.on },
+  -- the node of this client's cohort, passed on
+  { cohort.take_stage, cohort.on },
+  -- a node of our own
+  { node.take_stage },
 }
 local TAKEN = {
-  linger.watch_stage,     -- a node that may linger watches for others
-  guarded.read_stage,     -- the read with the acquire
-  downgrade.rest_stage,   -- a downgraded read ends with the write hold
+  -- a node that may linger watches for others
+  { linger.watch_stage, linger.on },
+  -- the read with the acquire
+  { guarded.read_stage },
+  -- a downgraded read ends with the write hold
+  { downgrade.rest_stage, downgrade.on },
 }
 -- A release's last level ends the hold's node with the first of GIVE
 -- that applies: it answers nil (does not apply) or true and the
 -- release's own answer.
 local GIVE = {
-  cohort.pass_stage,      -- to the next waiter of this client's cohort
-  guarded.write_back_stage, -- with the write, in one request
-  linger.keep_stage,      -- kept, for the object's next acquire
-  downgrade.keep_stage,   -- kept, while our downgraded read needs it
-  node.give_stage,        -- given back
+  -- to the next waiter of this client's cohort
+  { cohort.pass_stage, cohort.on },
+  -- with the write, in one request
+  { guarded.write_back_stage },
+  -- kept, for the object's next acquire
+  { linger.keep_stage, linger.on },
+  -- kept, while our downgraded read needs it
+  { downgrade.keep_stage, downgrade.on },
+  -- given back
+  { node.give_stage },
 }
 
--- A new hold of f, taken by the first of TAKE that applies, then TAKEN
--- on it (a: the acquire's { timeout, max_hold, read, ignore, over }):
--- true (a.att, a.info, a.data, a.version), or nil, msg, code.  Every kind
--- of hold is taken here: a lock's, a semaphore's lease.
+-- f's plan: { take, taken, give }, the stages of each list that can apply
+-- to f, in order; shared by the locks whose tests answer alike.
+local plans = {}
+local function plan_of(f)
+  local key = {}
+  for _, list in ipairs { TAKE, TAKEN, GIVE } do
+    for _, e in ipairs(list) do
+      key[#key + 1] = (not e[2] or e[2](f)) and 1 or 0
+    end
+  end
+  key = table.concat(key)
+  local p = plans[key]
+  if not p then
+    local function pick(list)
+      local out = {}
+      for _, e in ipairs(list) do
+        if not e[2] or e[2](f) then out[#out + 1] = e[1] end
+      end
+      return out
+    end
+    p = { take = pick(TAKE), taken = pick(TAKEN), give = pick(GIVE) }
+    plans[key] = p
+  end
+  return p
+end
+
+-- A new hold of f, taken by the first of its plan's TAKE that applies,
+-- then its TAKEN on it (a: the acquire's { timeout, max_hold, read,
+-- ignore, over }): true (a.att, a.info, a.data, a.version), or nil, msg,
+-- code.  Every kind of hold is taken here: a lock's, a semaphore's lease.
 local function take_hold(f, a)
+  local p = f.plan
+  local take, taken_stages = p.take, p.taken
   local msg, code
-  for i = 1, #TAKE do
+  for i = 1, #take do
     local taken
-    taken, msg, code = TAKE[i](f, a)
+    taken, msg, code = take[i](f, a)
     if taken then break end
     if taken == false then return nil, msg, code end
   end
-  for i = 1, #TAKEN do
+  for i = 1, #taken_stages do
     local failed
-    failed, msg, code = TAKEN[i](f, a)
+    failed, msg, code = taken_stages[i](f, a)
     if failed == false then return nil, msg, code end
   end
   return true
 end
 L.take_hold = take_hold
 
--- The node of hold r.own ends with the first of GIVE that applies (r: the
--- release's { own, held, name, write, data, why, reader, downgraded }):
--- the release's answer.  Every kind of hold ends here.
+-- The node of hold r.own ends with the first of its plan's GIVE that
+-- applies (r: the release's { own, held, write, data, why, reader,
+-- downgraded }): the release's answer.  Every kind of hold ends here.
 local function give_hold(f, r)
-  for i = 1, #GIVE do
-    local done, ok, msg, code = GIVE[i](f, r)
+  local give = f.plan.give
+  for i = 1, #give do
+    local done, ok, msg, code = give[i](f, r)
     if done then return ok, msg, code end
   end
 end
@@ -174,6 +218,8 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
     partner = partner and unbox(partner),
   }
   if partner then f.partner.partner = f end
+  f.plan = plan_of(f)
+  if partner then f.partner.plan = plan_of(f.partner) end
   return box(Lock, f)
 end
 
@@ -312,14 +358,17 @@ function Lock:acquire(timeout, opts)
     read) end
   -- a new hold: taken by the stages
   local ignore, over = downgrade.over(f, co)
+  -- (the acquire's table becomes the hold record, hold.lua: one table a
+  -- hold.  Sized by its constructor for 8 fields, which the stages' own
+  -- fit in: a cohort's first waiter adds att, info, pass, fresh and s.)
   local a = { timeout = timeout, max_hold = max_hold, read = read,
-    ignore = ignore, over = over }
+    ignore = ignore, over = over, count = 1 }
   local taken
   taken, msg, code = take_hold(f, a)
   if not taken then return nil, msg, code end
   local info = a.info
-  own = { att = a.att, count = 1, over = over, pass = info and info.pass,
-    anchor = info }
+  own = a
+  if info and info ~= a then a.pass, a.anchor = info.pass, info end
   if f.single then
     -- the object's previous hold ended without a release (its node went):
     -- its owner hears so
@@ -362,15 +411,17 @@ function Lock:release(opts)
   end
   local reader, downgraded = downgrade.reader(f, co, own)
   local why, about = events.acting_why()
-  local r = { own = own, write = write, data = data, why = why,
-    reader = reader, downgraded = downgraded, held = false, name = false }
+  -- (4 fields: the rest, nil but for a write or a downgrade, fit in)
+  local r = { own = own, held = false, why = why, write = write }
+  if data ~= nil then r.data = data end
+  if downgraded then r.reader, r.downgraded = reader, downgraded end
   if write and guarded.not_last_word(f, r) then
     return guarded.write_first(self, r)
   end
   own.count = own.count - 1
   if own.count > 0 then return true end
   -- the last level: the hold ends here, whoever let go of it
-  r.held, r.name = live(own), own.att:info()
+  r.held = live(own)
   if (why == "revoke" or why == "lost") and about == own.key then
     own.ended = why == "revoke" and "revoked" or "lost" -- (told later)
   elseif mine then

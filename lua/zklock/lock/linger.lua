@@ -34,6 +34,12 @@ local function relock(client, att, max_hold, timeout)
   return r == true
 end
 
+--- Does lock f linger (its constructor's `linger`)?  Its stages run
+-- only then (lock/init.lua's plans).
+function M.on(f)
+  return f.linger ~= nil
+end
+
 --- Acquire: the node this object kept, held again with no request sent
 -- (in a cohort, it becomes the cohort's node).  Not kept (someone else
 -- queued, or it is gone): the next stages take a new one.
