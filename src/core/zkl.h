@@ -113,6 +113,15 @@ const char *zkl_hosts_problem(const char *h, size_t len, char *buf,
  * just "/". */
 const char *zkl_hosts_chroot(const char *hosts);
 
+/* ---- base/ensemble.c: an ensemble's configuration (pure function) ------- */
+/* The client addresses in data (len bytes of /zookeeper/config) as a
+ * connect string "host:port,..." written to out (size bytes), and the
+ * configuration's version.  Returns how many members it lists (0: none
+ * has a client address, or the data is empty), or -1 when the data does
+ * not parse or out is too small (out is then ""). */
+int zkl_config_hosts(const char *data, size_t len, char *out, size_t size,
+                     uint64_t *version);
+
 /* ---- base/names.c: lock node names (pure functions) --------------------- */
 typedef struct zkl_entry {
   const char *name; /* child name, borrowed */

@@ -120,6 +120,33 @@ static int lnames_uuid(lua_State *L) {
   return 1;
 }
 
+
+/* core.config_hosts(data) -> hosts, count, version: the client addresses
+ * of an ensemble's configuration (the data of /zookeeper/config) as a
+ * connect string (nil when no member has one), how many, and the
+ * configuration's version (a hex string, exact under LuaJIT too); nil,
+ * message when it does not parse (core/base/ensemble.c). */
+static int lnames_config_hosts(lua_State *L) {
+  size_t len;
+  const char *data = luaL_checklstring(L, 1, &len);
+  size_t size = len + 2; /* (every member adds at most its own line) */
+  char *out = (char *)lua_newuserdata(L, size);
+  uint64_t version;
+  char hex[17];
+  int n = zkl_config_hosts(data, len, out, size, &version);
+  if (n < 0) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "ensemble configuration does not parse");
+    return 2;
+  }
+  if (n > 0) lua_pushstring(L, out);
+  else lua_pushnil(L);
+  lua_pushinteger(L, n);
+  snprintf(hex, sizeof hex, "%llx", (unsigned long long)version);
+  lua_pushstring(L, hex);
+  return 3;
+}
+
 void zkl_open_names(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "sort_names", lnames_sort },
@@ -127,6 +154,7 @@ void zkl_open_names(lua_State *L) {
     { "blocker", lnames_blocker },
     { "writer_between", lnames_writer_between },
     { "uuid", lnames_uuid },
+    { "config_hosts", lnames_config_hosts },
     { NULL, NULL }
   };
   luaL_setfuncs(L, funcs, 0);
