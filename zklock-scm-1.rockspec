@@ -85,7 +85,8 @@ build = {
     ["zklock.cli.run"] = "lua/zklock/cli/run.lua",
     ["zklock.core"] = {
       sources = {
-        "src/core/base/acl.c", "src/core/base/errors.c",
+        "src/core/base/acl.c", "src/core/base/ensemble.c",
+        "src/core/base/errors.c",
         "src/core/base/log.c", "src/core/base/names.c",
         "src/core/base/paths.c", "src/core/base/util.c",
         "src/core/base/zkcshim.c",
