@@ -90,7 +90,8 @@ build = {
         "src/core/base/log.c", "src/core/base/names.c",
         "src/core/base/paths.c", "src/core/base/util.c",
         "src/core/base/zkcshim.c",
-        "src/core/session/client.c", "src/core/session/liveness.c",
+        "src/core/session/client.c", "src/core/session/follow.c",
+        "src/core/session/liveness.c",
         "src/core/session/notify.c", "src/core/session/probe.c",
         "src/core/session/secure.c", "src/core/session/session.c",
         "src/core/session/task.c",
@@ -115,6 +116,7 @@ build = {
       sources = {
         "src/testing/ltesting.c", "src/testing/netutil.c",
         "src/testing/proxy.c", "src/testing/churn.c",
+        "src/testing/reconfig.c",
         "src/core/base/util.c", "src/core/base/errors.c",
         "src/core/base/zkcshim.c", "src/lua/lutil.c",
       },

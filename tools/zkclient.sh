@@ -7,12 +7,14 @@
 # The source comes from a private apt configuration (one deb-src stanza,
 # lists and cache under DEST/apt): the system's apt set-up is not touched.
 # It is the version of the installed `zookeeper` package, so that the C
-# client and the server beside it are one release.  Two patches of ours
-# are applied: tools/zkclient-tls-handshake.patch (the TLS handshake
-# bounded by the session timeout, and ended by zookeeper_close) and
+# client and the server beside it are one release.  Three patches of
+# ours are applied: tools/zkclient-tls-handshake.patch (the TLS handshake
+# bounded by the session timeout, and ended by zookeeper_close),
 # tools/zkclient-io-completions.patch (a zookeeper_init flag that runs
 # completions on the IO thread, and zoo_zklock_batch, requests that wake
-# it once: docs/design.md, section 2.1).  Nothing is done
+# it once: docs/design.md, section 2.1) and tools/zkclient-follow.patch
+# (zoo_zklock_set_servers: a new server list applied on the IO thread,
+# a move ending the connection as a lost one: section 18).  Nothing is done
 # when DEST/stamp names that version and patch level already.
 #
 # Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
@@ -20,7 +22,8 @@
 # compiler that writes the client's generated sources).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
-PATCHES="zkclient-tls-handshake.patch zkclient-io-completions.patch"
+PATCHES="zkclient-tls-handshake.patch zkclient-io-completions.patch
+  zkclient-follow.patch"
 DEST=${1:-build/zkc}
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)

@@ -16,6 +16,8 @@
  *     secure.c    TLS and SASL: the request, the checks, the zhandle's
  *                 opening; probe.c: the diagnosis of a first connection
  *                 that does not come
+ *     follow.c    following the ensemble: /zookeeper/config read and
+ *                 watched, the servers moved by the timer thread
  *     session.c   the zhandle, its watcher, the timer thread, renewal;
  *                 dispatches every event to the tasks through
  *                 zkl_task_class; client.c: the client's life on the Lua
@@ -155,6 +157,17 @@ struct zkl_client {
   double wake_since;      /* monotonic time of the first untaken change */
   unsigned *ready;
   int n_ready, cap_ready;
+  /* Following the ensemble (session/follow.c, docs/design.md section
+   * 18): on unless connect's follow_ensemble = false; a read of
+   * /zookeeper/config out (again: asked again meanwhile); the version
+   * applied; one a completion kept for the timer thread to apply; the
+   * connect string followed (servers and chroot; NULL: the one given);
+   * how many times the servers moved. */
+  int follow, cfg_out, cfg_again;
+  uint64_t cfg_version, cfg_pending_version;
+  char *cfg_pending;
+  char *followed;
+  unsigned long n_followed;
 };
 
 /* A callback Lua owes the user (session/notify.c's queue). */

@@ -88,6 +88,12 @@ char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
  * lost to a full queue since the last pop). */
 enum { ZKL_LOG_ERROR = 1, ZKL_LOG_WARN, ZKL_LOG_INFO, ZKL_LOG_DEBUG };
 void zkl_log_line(const char *msg);
+/* zklock's own line at `level` (formatted as the C client's, "...:ZOO_INFO@
+ * where@0: text"): logged as zkl_log_line does when the C client logs at
+ * that level (zkl_log_set_level, which the binding calls with
+ * zoo_set_debug_level's), else dropped */
+void zkl_log_note(int level, const char *msg);
+void zkl_log_set_level(int level);
 void zkl_log_capture(int on);
 int zkl_log_pop(char *buf, size_t size, int *level, unsigned long *dropped);
 
@@ -227,6 +233,11 @@ int zkl_client_forked(const zkl_client *c);
 pid_t zkl_client_pid(const zkl_client *c);
 int zkl_client_max_data(const zkl_client *c);
 const char *zkl_client_chroot(const zkl_client *c); /* NULL: none */
+/* connect's follow_ensemble (on when the client is made) */
+void zkl_client_follow(zkl_client *c, int on);
+/* The servers the client uses now (malloc'd, no chroot; NULL: out of
+ * memory) and how many times following the ensemble moved them. */
+char *zkl_client_servers(zkl_client *c, unsigned long *moves);
 /* ZKL_CONNECTING...; *gen (if given): the change counter at that moment */
 int zkl_client_state(zkl_client *c, unsigned long *gen);
 int64_t zkl_client_session_id(zkl_client *c); /* 0 before the first */

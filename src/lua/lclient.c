@@ -428,6 +428,28 @@ static int lclient_self_delay(lua_State *L) {
   return 0;
 }
 
+/* client:_follow(on): connect's follow_ensemble (docs/api.md) */
+static int lclient_follow(lua_State *L) {
+  zkl_client_follow(zkl_checkclient(L, 1), lua_toboolean(L, 2));
+  return 0;
+}
+
+/* client:servers() -> the servers it uses now ("host:port,...", no
+ * chroot: the connect string's, or the ensemble's once followed), and how
+ * many times following the ensemble moved them; nothing once closed */
+static int lclient_servers(lua_State *L) {
+  zkl_client_box *b = lclient_box(L, 1);
+  unsigned long moves = 0;
+  char *s;
+  if (!b->c || zkl_client_forked(b->c)) return 0;
+  s = zkl_client_servers(b->c, &moves);
+  if (!s) return luaL_error(L, "out of memory");
+  lua_pushstring(L, s);
+  free(s);
+  lua_pushinteger(L, (lua_Integer)moves);
+  return 2;
+}
+
 /* client:_want_state(on): queue connection-state notices, or stop */
 static int lclient_want_state(lua_State *L) {
   zkl_client_want_state(zkl_checkclient(L, 1), lua_toboolean(L, 2));
@@ -461,6 +483,8 @@ void zkl_open_client(lua_State *L) {
     { "_wake_by", lclient_wake_by },
     { "_want_state", lclient_want_state },
     { "_self_delay", lclient_self_delay },
+    { "_follow", lclient_follow },
+    { "servers", lclient_servers },
     { NULL, NULL }
   };
   static const luaL_Reg meta[] = {

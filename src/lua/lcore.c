@@ -48,6 +48,7 @@ static int lcore_set_log_level(lua_State *L) {
                                         "debug", NULL };
   int lv = luaL_checkoption(L, 1, NULL, levels);
   zoo_set_debug_level((ZooLogLevel)lv);
+  zkl_log_set_level(lv);
   return 0;
 }
 
@@ -91,15 +92,18 @@ int luaopen_zklock_core(lua_State *L) {
     { NULL, NULL }
   };
   const char *lv = getenv("ZKLOCK_LOG_LEVEL");
+  ZooLogLevel level;
   int i;
   /* the C client logs INFO to stderr by default; zklock reports failures
    * as return values, so its log stays off unless ZKLOCK_LOG_LEVEL asks */
-  zoo_set_debug_level(!lv ? (ZooLogLevel)0
-                      : strcmp(lv, "debug") == 0 ? ZOO_LOG_LEVEL_DEBUG
-                      : strcmp(lv, "info") == 0 ? ZOO_LOG_LEVEL_INFO
-                      : strcmp(lv, "warn") == 0 ? ZOO_LOG_LEVEL_WARN
-                      : strcmp(lv, "error") == 0 ? ZOO_LOG_LEVEL_ERROR
-                      : (ZooLogLevel)0);
+  level = !lv ? (ZooLogLevel)0
+          : strcmp(lv, "debug") == 0 ? ZOO_LOG_LEVEL_DEBUG
+          : strcmp(lv, "info") == 0 ? ZOO_LOG_LEVEL_INFO
+          : strcmp(lv, "warn") == 0 ? ZOO_LOG_LEVEL_WARN
+          : strcmp(lv, "error") == 0 ? ZOO_LOG_LEVEL_ERROR
+          : (ZooLogLevel)0;
+  zoo_set_debug_level(level);
+  zkl_log_set_level((int)level);
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   zkl_open_client(L); /* (first: the others add client methods) */

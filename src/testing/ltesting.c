@@ -93,5 +93,6 @@ int luaopen_zklock_testing_core(lua_State *L) {
   luaL_setfuncs(L, funcs, 0);
   zkl_open_proxy(L);
   zkl_open_churn(L);
+  zkl_open_reconfig(L);
   return 1;
 }

@@ -16,6 +16,8 @@ char *zkl_four_letter(const char *host, int port, const char *cmd,
 void zkl_open_proxy(lua_State *L);
 /* churn.c */
 void zkl_open_churn(lua_State *L);
+/* reconfig.c */
+void zkl_open_reconfig(lua_State *L);
 
 #pragma GCC visibility pop
 

@@ -166,7 +166,9 @@ end
 -- Tell the listeners of client: fn(new, old), in order, each under pcall.
 local function notify_state(client, new)
   local old = last_state[client]
-  last_state[client] = new
+  -- ("servers": following the ensemble moved the servers; news, not a
+  -- state: the state stays, and is told as `old`)
+  if new ~= "servers" then last_state[client] = new end
   local n = 0
   for _, fn in ipairs(state_listeners[client] or {}) do
     local ok, err = xpcall(function() return fn(new, old) end,

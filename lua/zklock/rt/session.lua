@@ -162,7 +162,7 @@ end
 --- zklock.connect's options (zklock.ngx.connect adds its own)
 M.CONNECT_OPTIONS = check.options({ "session_timeout", "connect_timeout",
   "acl", "max_data", "auth", "renew_session", "id", "tls", "sasl", "cohort",
-  "pass_limit", "self_watch_delay" })
+  "pass_limit", "self_watch_delay", "follow_ensemble" })
 
 --- What `await` polls while the session is in state `passing` (connecting
 -- at first, expired while a new session opens): "pending" until it
@@ -218,6 +218,10 @@ function M.open(hosts, opts, fname, allowed)
       then
     argerror(2, fname, "self_watch_delay must be a number of seconds >= 0")
   end
+  local follow = opts.follow_ensemble
+  if follow ~= nil and type(follow) ~= "boolean" then
+    argerror(2, fname, "follow_ensemble must be a boolean")
+  end
   local secure, smsg, scode = check_secure(opts, fname)
   local cohort, pass_limit = M.check_cohort(opts, 2, fname)
   if secure == false then return nil, smsg, scode end
@@ -225,6 +229,7 @@ function M.open(hosts, opts, fname, allowed)
     renew ~= false, md, secure)
   if not c then return nil, msg, code end
   if swd then c:_self_delay(swd) end
+  if follow == false then c:_follow(false) end
   ids[c] = id
   cohort_defaults[c] = { on = cohort, pass_limit = pass_limit }
   if renew ~= false then renews[c] = true end

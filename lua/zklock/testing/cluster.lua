@@ -28,9 +28,10 @@ local cluster_mt = class(Cluster, function(cl)
 end, function(u) Cluster.close(u) end)
 
 -- The single leader among running, unpaused members (nil if none or two),
--- how many of them serve, and how many there are.
+-- how many of them serve as leader or follower, how many voters run, and
+-- how many observers serve.
 local function survey(members)
-  local leaders, serving, running = {}, 0, 0
+  local leaders, serving, running, observing = {}, 0, 0, 0
   for _, m in ipairs(members) do
     local st = core.unbox(m)
     if alive(st) and not st.paused then
@@ -38,9 +39,12 @@ local function survey(members)
       local md = mode(st, 0.5)
       if md == "leader" then leaders[#leaders + 1] = m end
       if md == "leader" or md == "follower" then serving = serving + 1 end
+      if md == "observer" then -- (serves; no vote)
+        running, observing = running - 1, observing + 1
+      end
     end
   end
-  return #leaders == 1 and leaders[1] or nil, serving, running
+  return #leaders == 1 and leaders[1] or nil, serving, running, observing
 end
 
 --- An ensemble, as `zklock.testing.cluster()` returns it: fields
@@ -55,8 +59,9 @@ function Cluster:wait_quorum(timeout)
   local members = core.unbox(self).members
   timeout = timeout or START_TIMEOUT
   if poll(timeout, function()
-    local leader, serving, running = survey(members)
-    return leader and serving > #members / 2 and serving == running
+    local leader, serving, running, observing = survey(members)
+    return leader and serving > (#members - observing) / 2 and
+      serving == running
   end) then
     return true
   end
@@ -73,6 +78,124 @@ function Cluster:leader(timeout)
   local leader = poll(timeout, function() return (survey(members)) end)
   if leader then return leader end
   return nil, "no leader within " .. timeout .. " s"
+end
+
+-- ---------------------------------------------------------------------------
+-- dynamic reconfiguration (a cluster made with `reconfig = true`)
+
+local SUPER = "zklock-super" -- (the ensemble's super user's password)
+-- its digest, for zookeeper.DigestAuthenticationProvider.superDigest:
+-- base64(sha1("super:" .. SUPER))
+local SUPER_DIGEST = "jUwfHbG6eQqZBgXg1wiQnW0XVus="
+
+-- A member's line of the dynamic configuration.
+local function member_line(id, ports, role)
+  return ("server.%d=%s:%d:%d:%s;%s:%d"):format(id, HOST, ports.quorum,
+    ports.election, role, HOST, ports.client)
+end
+
+-- Three distinct free ports: client, quorum, election.
+local function three_ports()
+  local seen, out = {}, {}
+  while #out < 3 do
+    local p = tcore.free_port()
+    if not seen[p] then seen[p], out[#out + 1] = true, p end
+  end
+  return { client = out[1], quorum = out[2], election = out[3] }
+end
+
+local function refresh(cl)
+  local addrs = {}
+  for i, m in ipairs(cl.members) do addrs[i] = core.unbox(m).connect_string end
+  cl.connect_string = table.concat(addrs, ",")
+end
+
+local function reconfigurable(self, fname)
+  local cl = core.unbox(self)
+  if not cl.lines then
+    error(("zklock.testing: cluster:%s needs a cluster made with " ..
+      "reconfig = true"):format(fname), 3)
+  end
+  return cl
+end
+
+--- Adds a member by dynamic reconfiguration (a cluster made with
+-- `reconfig = true`): a new server, the next id, started with the current
+-- members and itself, then joined as a participant (or an observer, with
+-- `opts.observer`) and waited for until it serves.
+-- @tparam[opt] table opts `observer` (boolean), `timeout` (seconds,
+-- default 30)
+-- @return the new member, or nil and a message
+function Cluster:add(opts)
+  local cl = reconfigurable(self, "add")
+  opts = opts or {}
+  local timeout = opts.timeout or START_TIMEOUT
+  local deadline = core.now() + timeout
+  local id = cl.next_id
+  cl.next_id = id + 1
+  local ports = three_ports()
+  local role = opts.observer and "observer" or "participant"
+  -- (its first configuration lists it as an observer: a joiner cannot
+  -- form a quorum of its own; the reconfiguration gives its role)
+  local servers = {}
+  for _, l in pairs(cl.lines) do servers[#servers + 1] = l end
+  table.sort(servers)
+  servers[#servers + 1] = member_line(id, ports, "observer")
+  local st = new_state(ports.client, cl.opts, id, servers)
+  st.jvm_opts = (st.jvm_opts or "") .. cl.jvm_opts
+  spawn(st)
+  local member = core.box(server_mt, st)
+  local line = member_line(id, ports, role)
+  local conf, err = tcore.reconfig(cl.connect_string, line, nil, SUPER,
+    math.max(1, deadline - core.now()))
+  if not conf then
+    close(st)
+    return nil, err
+  end
+  local ready, why = wait_ready(st, deadline)
+  if not ready then
+    local msg = failure(st, why)
+    close(st)
+    return nil, msg
+  end
+  cl.lines[id] = line
+  cl.members[#cl.members + 1] = member
+  refresh(cl)
+  return member
+end
+
+--- Removes `member` by dynamic reconfiguration (a cluster made with
+-- `reconfig = true`; the leader too), then stops it and removes its
+-- directory.
+-- @param member one of the cluster's members
+-- @tparam[opt] number timeout seconds (default 30)
+-- @return true, or nil and a message
+function Cluster:remove(member, timeout)
+  local cl = reconfigurable(self, "remove")
+  local st = core.unbox(member)
+  local at
+  for i, m in ipairs(cl.members) do if m == member then at = i end end
+  if not at then error("zklock.testing: not a member of this cluster", 2) end
+  local rest = {}
+  for i, m in ipairs(cl.members) do
+    if i ~= at then rest[#rest + 1] = core.unbox(m).connect_string end
+  end
+  local conf, err = tcore.reconfig(table.concat(rest, ","), nil,
+    tostring(st.id), SUPER, timeout or START_TIMEOUT)
+  if not conf then return nil, err end
+  cl.lines[st.id] = nil
+  table.remove(cl.members, at)
+  refresh(cl)
+  close(st)
+  return true
+end
+
+--- The ensemble's configuration as its members hold it now
+-- (/zookeeper/config: one `server.N=` line per member, then `version=`).
+-- @return the configuration, or nil and a message
+function Cluster:config()
+  local cl = reconfigurable(self, "config")
+  return tcore.reconfig(cl.connect_string, nil, nil, SUPER, 10)
 end
 
 --- Kills every member and removes their directories. Idempotent; also
@@ -100,12 +223,32 @@ function M.cluster(n, opts)
       local p = tcore.free_port()
       if not seen[p] then seen[p], ports[#ports + 1] = true, p end
     end
+    local lines, mopts, jvm_opts = nil, opts, ""
+    if opts.reconfig then -- (client addresses in the dynamic configuration)
+      lines, mopts = {}, {}
+      for k, v in pairs(opts) do mopts[k] = v end
+      mopts.config = {}
+      for k, v in pairs(opts.config or {}) do mopts.config[k] = v end
+      mopts.config.reconfigEnabled = "true"
+      mopts.config.standaloneEnabled = "false"
+      jvm_opts = " -Dzookeeper.DigestAuthenticationProvider.superDigest="
+        .. "super:" .. SUPER_DIGEST
+    end
     for i = 1, n do
-      servers[i] = ("server.%d=%s:%d:%d"):format(i, HOST, ports[n + i],
-                                                 ports[2 * n + i])
+      if lines then
+        lines[i] = member_line(i, { client = ports[i], quorum = ports[n + i],
+          election = ports[2 * n + i] }, "participant")
+        servers[i] = lines[i]
+      else
+        servers[i] = ("server.%d=%s:%d:%d"):format(i, HOST, ports[n + i],
+                                                   ports[2 * n + i])
+      end
     end
     local ok, err = pcall(function()
-      for i = 1, n do states[i] = new_state(ports[i], opts, i, servers) end
+      for i = 1, n do
+        states[i] = new_state(ports[i], mopts, i, servers)
+        states[i].jvm_opts = (states[i].jvm_opts or "") .. jvm_opts
+      end
       local deadline = core.now() + (opts.timeout or START_TIMEOUT)
       for i = 1, n do spawn(states[i]) end
       for i = 1, n do
@@ -123,7 +266,8 @@ function M.cluster(n, opts)
       addrs[i] = states[i].connect_string
     end
     return core.box(cluster_mt, { members = members,
-                                  connect_string = table.concat(addrs, ",") })
+      connect_string = table.concat(addrs, ","), lines = lines,
+      next_id = n + 1, opts = mopts, jvm_opts = jvm_opts })
   end)
 end
 

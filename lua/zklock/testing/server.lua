@@ -174,9 +174,11 @@ end
 -- The options of `cluster`, and of `server`: those and `port`, `dir`,
 -- `detach`.
 local CLUSTER_OPTIONS = argcheck.options({ "tick_time", "min_session_timeout",
-  "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl" })
-local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach" },
-  CLUSTER_OPTIONS)
+  "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl",
+  "reconfig" })
+local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach", "tick_time",
+  "min_session_timeout", "max_session_timeout", "config", "timeout", "tls",
+  "tls_server", "sasl" })
 
 -- opts (argument n of fname): a table of the `allowed` keys, or nil.
 local function check_opts(opts, allowed, n, fname)

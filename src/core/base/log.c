@@ -69,6 +69,25 @@ void zkl_log_line(const char *msg) {
   pthread_mutex_unlock(&log_mu);
 }
 
+/* zklock's own lines (ZKL_LOG_*): at the level the C client logs at */
+static int note_level;
+
+void zkl_log_set_level(int level) {
+  pthread_once(&log_once, log_atfork);
+  pthread_mutex_lock(&log_mu);
+  note_level = level;
+  pthread_mutex_unlock(&log_mu);
+}
+
+void zkl_log_note(int level, const char *msg) {
+  int on;
+  pthread_once(&log_once, log_atfork);
+  pthread_mutex_lock(&log_mu);
+  on = level <= note_level;
+  pthread_mutex_unlock(&log_mu);
+  if (on) zkl_log_line(msg);
+}
+
 void zkl_log_capture(int on) {
   pthread_once(&log_once, log_atfork);
   pthread_mutex_lock(&log_mu);

@@ -61,6 +61,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   c->state = ZKL_CONNECTING;
   c->timeout_ms = c->timeout_req = timeout_ms;
   c->renew = renew;
+  c->follow = 1; /* (connect's follow_ensemble = false turns it off) */
   c->self_delay = ZKL_SELF_DELAY;
   c->pid = zkl_pid();
   c->wake_fd = c->wake_listen = -1;
@@ -192,6 +193,7 @@ void zkl_client_unref(zkl_client *c) {
   zkl_client_close(c);
   zkl_notify_free(c);
   free(c->hosts); free(c->chroot_note);
+  free(c->followed); free(c->cfg_pending);
   free(c->auth_scheme); free(c->auth_cred);
   zkl_secure_free(c->secure); /* (its callbacks outlived the handle) */
   free(c->tls_why);

@@ -31,6 +31,7 @@ static void session_connected(zkl_client *c) {
   c->state = ZKL_CONNECTED;
   SESSION_EACH(c, t, next)
     if (t->cls->on_connected) t->cls->on_connected(t);
+  follow_read(c, c->zh); /* (every connection: a watch may have gone) */
 }
 
 /* The session is over for good (expired, a login or TLS refused): Lua
@@ -190,6 +191,7 @@ void session_drain(zkl_client *c) {
   }
   c->probe_out = 0;
   c->chroot_out = 0;
+  c->cfg_out = c->cfg_again = 0;
 }
 
 /* ---- the timer thread --------------------------------------------------- */
@@ -241,7 +243,8 @@ static int session_renew(zkl_client *c) {
   if (!c->closing && !c->timer_stop) {
     /* without the mutex: name resolution may take long */
     pthread_mutex_unlock(&c->mu);
-    zh = zkl_secure_init(c->secure, c->hosts, session_watcher,
+    zh = zkl_secure_init(c->secure, follow_connect_string(c),
+                         session_watcher,
                          c->timeout_req, c);
     pthread_mutex_lock(&c->mu);
   }
@@ -276,7 +279,8 @@ static void session_diagnose(zkl_client *c) {
   char why[512];
   int verdict;
   pthread_mutex_unlock(&c->mu);
-  verdict = zkl_secure_probe(c->secure, c->hosts, why, sizeof why);
+  verdict = zkl_secure_probe(c->secure, follow_connect_string(c), why,
+                             sizeof why);
   pthread_mutex_lock(&c->mu);
   /* again later while no verdict ends it (a server starting; a machine so
    * slow that a handshake outlasted its bound: valgrind) */
@@ -315,6 +319,10 @@ void *session_timer(void *arg) {
     int any = 0;
     zkl_task *k, *kn;
     struct timespec ts;
+    if (c->cfg_pending && !c->closing) { /* the ensemble moved */
+      follow_apply(c);
+      continue;
+    }
     if (c->state == ZKL_EXPIRED && c->renew && !c->closing) {
       if (session_renew(c)) continue;
       if (c->timer_stop) break;

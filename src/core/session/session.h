@@ -30,6 +30,18 @@ void session_no_routine_dns(zhandle_t *zh); /* a new handle's resolving */
 void session_drain(zkl_client *c);
 void *session_timer(void *arg); /* the timer thread (arg: the client) */
 
+/* ---- follow.c (mu held) ------------------------------------------------ */
+/* Read /zookeeper/config with a watch (a connection's first thing, and
+ * the watch's): the answer keeps a new list for follow_apply.  Any thread
+ * with the mutex; asynchronous. */
+void follow_read(zkl_client *c, zhandle_t *zh);
+/* The timer thread moves the servers to the list kept (mu dropped
+ * meanwhile). */
+void follow_apply(zkl_client *c);
+/* The connect string a new session opens with: the one followed, else
+ * the one given. */
+const char *follow_connect_string(const zkl_client *c);
+
 /* ---- secure.c, for probe.c ---------------------------------------------- */
 #ifdef ZKL_WITH_OPENSSL
 /* OpenSSL's reason for the newest error on this thread, or `dflt`. */

@@ -1,0 +1,216 @@
+/* Following the ensemble (docs/design.md, section 18): each connection
+ * reads /zookeeper/config with a watch, and a configuration whose members
+ * differ from the client's servers moves them (zoo_set_servers: the
+ * session and its chroot stay).  ZooKeeper's threads only read the node
+ * and keep the new list (follow_cb); the timer thread applies it
+ * (follow_apply): the C client's reconnection is not a callback's to
+ * start.  What the list is, is base/ensemble.c's. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+
+static void follow_watcher(zhandle_t *zh, int type, int state,
+                           const char *path, void *ctx);
+
+/* The C client zklock builds moves on its IO thread, ending the connection
+ * as a lost one (tools/zkclient-follow.patch); the library's own
+ * zoo_set_servers closes the socket from this thread, and what was in
+ * flight on it may go unanswered (Debian's library: make ZK=system). */
+#ifdef ZOO_ZKLOCK_SET_SERVERS
+#define FOLLOW_SET_SERVERS zoo_zklock_set_servers
+#else
+#define FOLLOW_SET_SERVERS zoo_set_servers
+#endif
+
+/* The answer to the read: the configuration, kept for the timer thread
+ * when it is newer than the one applied (an older epoch's: ignored). */
+static void follow_cb(int rc, const char *v, int vlen, const struct Stat *st,
+                      const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  if ((unsigned long)r->epoch == c->n_sessions) {
+    c->cfg_out = 0;
+    zkl_client_heard(c, r->sent, rc);
+    if (rc == ZOK && c->follow && v && vlen > 0) {
+      size_t size = (size_t)vlen + 2;
+      char *hosts = malloc(size);
+      uint64_t version;
+      int n = hosts ? zkl_config_hosts(v, (size_t)vlen, hosts, size,
+                                       &version) : -1;
+      char why[256];
+      if (n > 0 && version > c->cfg_version &&
+          !zkl_hosts_problem(hosts, strlen(hosts), why, sizeof why)) {
+        free(c->cfg_pending);
+        c->cfg_pending = hosts;
+        c->cfg_pending_version = version;
+        hosts = NULL;
+        pthread_cond_signal(&c->tcv); /* the timer applies it */
+      } else if (n < 0) {
+        zkl_log_note(ZKL_LOG_WARN, "ZOO_WARN@zklock_follow@0: the ensemble's "
+                     "configuration (/zookeeper/config) does not parse: "
+                     "the servers stay as they are");
+      }
+      free(hosts);
+    }
+    if (c->cfg_again && c->zh && c->state == ZKL_CONNECTED) {
+      c->cfg_again = 0;
+      follow_read(c, c->zh);
+    }
+  }
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* mu held; a ZooKeeper thread (the session watcher, a completion) or the
+ * Lua thread.  Asynchronous: allowed in a callback. */
+void follow_read(zkl_client *c, zhandle_t *zh) {
+  zkl_req *r;
+  if (!c->follow || !zh || c->closing) return;
+  if (c->cfg_out) { /* one at a time: again once it answers */
+    c->cfg_again = 1;
+    return;
+  }
+  r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
+  if (!r) return; /* (out of memory: the next connection reads it) */
+  /* (the asynchronous call reads /zookeeper/config past the chroot; the
+   * synchronous ones do not) */
+  if (zoo_awgetconfig(zh, follow_watcher, c, follow_cb, r) != ZOK) {
+    zkl_req_done(r);
+    return;
+  }
+  c->cfg_out = 1;
+}
+
+/* The configuration changed: read it again (and so watch it again). */
+static void follow_watcher(zhandle_t *zh, int type, int state,
+                           const char *path, void *ctx) {
+  zkl_client *c = ctx;
+  (void)state; (void)path; /* (the path may come back mangled under a
+                            * chroot: the watch is known by its ctx) */
+  if (type != ZOO_CHANGED_EVENT && type != ZOO_CREATED_EVENT) return;
+  pthread_mutex_lock(&c->mu);
+  if (zh == c->zh && !c->renewing && c->state == ZKL_CONNECTED)
+    follow_read(c, zh);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Is every host:port of list a in list b (comma-separated)? */
+static int follow_within(const char *a, const char *b) {
+  const char *p = a;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *q = b;
+    int found = 0;
+    while (*q && !found) {
+      const char *qe = strchr(q, ',');
+      size_t m = qe ? (size_t)(qe - q) : strlen(q);
+      found = m == n && memcmp(p, q, n) == 0;
+      q = qe ? qe + 1 : q + m;
+    }
+    if (!found) return 0;
+    p = e ? e + 1 : p + n;
+  }
+  return 1;
+}
+
+const char *follow_connect_string(const zkl_client *c) {
+  return c->followed ? c->followed : c->hosts;
+}
+
+/* The servers of the connect string s (its chroot cut), a new string. */
+static char *follow_servers_of(const char *s) {
+  const char *slash = strchr(s, '/');
+  size_t n = slash ? (size_t)(slash - s) : strlen(s);
+  char *out = malloc(n + 1);
+  if (out) {
+    memcpy(out, s, n);
+    out[n] = '\0';
+  }
+  return out;
+}
+
+/* Timer thread, mu held on entry and return (dropped meanwhile: the C
+ * client resolves the names).  Only the timer thread replaces c->zh, and
+ * zkl_client_close joins it first: the handle stays while it runs. */
+void follow_apply(zkl_client *c) {
+  char *hosts = c->cfg_pending, *now_servers, *full = NULL;
+  uint64_t version = c->cfg_pending_version;
+  zhandle_t *zh = c->zh;
+  size_t n;
+  int rc;
+  c->cfg_pending = NULL;
+  if (!hosts) return;
+  if (!c->follow || c->closing || !zh || version <= c->cfg_version) {
+    free(hosts);
+    return;
+  }
+  now_servers = follow_servers_of(follow_connect_string(c));
+  if (now_servers && follow_within(hosts, now_servers) &&
+      follow_within(now_servers, hosts)) { /* the same members */
+    c->cfg_version = version;
+    free(now_servers);
+    free(hosts);
+    return;
+  }
+  free(now_servers);
+  n = strlen(hosts) + (c->chroot ? strlen(c->chroot) : 0) + 1;
+  full = malloc(n);
+  if (!full) {
+    free(hosts);
+    return;
+  }
+  snprintf(full, n, "%s%s", hosts, c->chroot ? c->chroot : "");
+  pthread_mutex_unlock(&c->mu);
+  rc = FOLLOW_SET_SERVERS(zh, hosts); /* (no chroot: the handle keeps its) */
+  pthread_mutex_lock(&c->mu);
+  if (rc != ZOK) {
+    char line[512];
+    snprintf(line, sizeof line, "ZOO_WARN@zklock_follow@0: the ensemble's "
+             "configuration %llx names servers %.300s, which the client "
+             "refused (%s): the servers stay as they are",
+             (unsigned long long)version, hosts, zerror(rc));
+    zkl_log_note(ZKL_LOG_WARN, line);
+    free(full);
+  } else {
+    char line[640];
+    free(c->followed);
+    c->followed = full; /* (for a new session after an expiry) */
+    c->cfg_version = version;
+    c->n_followed++;
+    snprintf(line, sizeof line, "ZOO_INFO@zklock_follow@0: following the "
+             "ensemble: configuration %llx, servers now %.500s",
+             (unsigned long long)version, hosts);
+    zkl_log_note(ZKL_LOG_INFO, line);
+    if (c->want_state) zkl_event_push(c, ZKL_EV_STATE, "servers", 0);
+    c->ready_all = 1;
+    zkl_client_changed(c);
+  }
+  free(hosts);
+}
+
+/* ---- the Lua thread ----------------------------------------------------- */
+
+void zkl_client_follow(zkl_client *c, int on) {
+  pthread_mutex_lock(&c->mu);
+  c->follow = on != 0;
+  if (!on) {
+    free(c->cfg_pending);
+    c->cfg_pending = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+char *zkl_client_servers(zkl_client *c, unsigned long *moves) {
+  char *s;
+  pthread_mutex_lock(&c->mu);
+  s = follow_servers_of(follow_connect_string(c));
+  if (moves) *moves = c->n_followed;
+  pthread_mutex_unlock(&c->mu);
+  return s;
+}
