@@ -63,6 +63,14 @@ end
 -- @function session_timeout
 -- @treturn number seconds
 
+--- The servers the client uses now, and how many times following the
+-- ensemble moved them (connect's `follow_ensemble`; docs/design.md,
+-- section 18).  Nothing once the client is closed.
+-- @function servers
+-- @treturn string `"host:port,..."`, no chroot: the connect string's,
+--  or the ensemble's once followed
+-- @treturn int the moves
+
 --- Close the session: every ephemeral node of it (its holds, its queued
 -- attempts) goes at once.  Idempotent; also what `__gc` and `__close` do.
 -- @function close

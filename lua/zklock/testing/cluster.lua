@@ -213,8 +213,12 @@ end
 -- @tparam[opt] int n the number of members (default 3)
 -- @tparam[opt] table opts those of `server`, but `port`, `dir` and
 -- `detach` (members have directories of their own, never detached)
+-- (and `reconfig`: true for an ensemble that takes dynamic
+-- reconfiguration, each member's client address in its configuration:
+-- `add`, `remove`, `config`)
 -- @return cluster: fields `members` (servers, each with an `id`) and
--- `connect_string`; methods `leader`, `wait_quorum`, `close`
+-- `connect_string`; methods `leader`, `wait_quorum`, `close`, and with
+-- `reconfig`, `add`, `remove`, `config`
 function M.cluster(n, opts)
   n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
   return with_port_retry(false, function()
