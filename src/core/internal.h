@@ -159,11 +159,12 @@ struct zkl_client {
   int n_ready, cap_ready;
   /* Following the ensemble (session/follow.c, docs/design.md section
    * 18): on unless connect's follow_ensemble = false; a read of
-   * /zookeeper/config out (again: asked again meanwhile); the version
+   * /zookeeper/config out (again: asked again meanwhile); wanted once
+   * the connection's first request is answered; the version
    * applied; one a completion kept for the timer thread to apply; the
    * connect string followed (servers and chroot; NULL: the one given);
    * how many times the servers moved. */
-  int follow, cfg_out, cfg_again;
+  int follow, cfg_out, cfg_again, cfg_wanted;
   uint64_t cfg_version, cfg_pending_version;
   char *cfg_pending;
   char *followed;
@@ -211,6 +212,9 @@ int zkl_client_usable(zkl_client *c, zkl_error *err);
 /* 0 while the session has yet to find its chroot: nothing may be sent
  * whose answer "no node" would pass for an outcome (ops wait for it). */
 int zkl_client_checked(const zkl_client *c);
+/* A request of this connection was answered by the server: the ensemble's
+ * configuration may be read now (session/follow.c; mu held). */
+void follow_answered(zkl_client *c);
 /* The server answered a request sent at `sent` (rc: its answer): it heard
  * us then. */
 void zkl_client_heard(zkl_client *c, double sent, int rc);

@@ -14,6 +14,7 @@
 
 static void follow_watcher(zhandle_t *zh, int type, int state,
                            const char *path, void *ctx);
+static void follow_read_watched(zkl_client *c, zhandle_t *zh);
 
 /* The C client zklock builds moves on its IO thread, ending the connection
  * as a lost one (tools/zkclient-follow.patch); the library's own
@@ -59,16 +60,16 @@ static void follow_cb(int rc, const char *v, int vlen, const struct Stat *st,
     }
     if (c->cfg_again && c->zh && c->state == ZKL_CONNECTED) {
       c->cfg_again = 0;
-      follow_read(c, c->zh);
+      follow_read_watched(c, c->zh);
     }
   }
   zkl_req_done(r);
   pthread_mutex_unlock(&c->mu);
 }
 
-/* mu held; a ZooKeeper thread (the session watcher, a completion) or the
- * Lua thread.  Asynchronous: allowed in a callback. */
-void follow_read(zkl_client *c, zhandle_t *zh) {
+/* The read with a watch (mu held; a ZooKeeper thread: a completion, the
+ * watch).  Asynchronous: allowed in a callback. */
+static void follow_read_watched(zkl_client *c, zhandle_t *zh) {
   zkl_req *r;
   if (!c->follow || !zh || c->closing) return;
   if (c->cfg_out) { /* one at a time: again once it answers */
@@ -86,6 +87,55 @@ void follow_read(zkl_client *c, zhandle_t *zh) {
   c->cfg_out = 1;
 }
 
+/* The first read of a connection, without a watch: a server without
+ * dynamic configuration (a standalone one, members without client
+ * addresses) is left with no watch of ours.  Only a configuration worth
+ * following is read again, watched. */
+static void follow_probe_cb(int rc, const char *v, int vlen,
+                            const struct Stat *st, const void *data) {
+  zkl_req *r = (zkl_req *)data;
+  zkl_client *c = r->c;
+  (void)st;
+  pthread_mutex_lock(&c->mu);
+  if ((unsigned long)r->epoch == c->n_sessions) {
+    c->cfg_out = 0;
+    zkl_client_heard(c, r->sent, rc);
+    if (rc == ZOK && v && vlen > 0 && c->zh && c->state == ZKL_CONNECTED) {
+      char *hosts = malloc((size_t)vlen + 2);
+      uint64_t version;
+      if (hosts && zkl_config_hosts(v, (size_t)vlen, hosts, (size_t)vlen + 2,
+                                    &version) != 0)
+        follow_read_watched(c, c->zh); /* (a malformed one: said there) */
+      free(hosts);
+    }
+  }
+  zkl_req_done(r);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void follow_read(zkl_client *c, zhandle_t *zh) {
+  zkl_req *r;
+  if (!c->follow || !zh || c->closing || c->cfg_out) return;
+  r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
+  if (!r) return;
+  if (zoo_agetconfig(zh, 0, follow_probe_cb, r) != ZOK) {
+    zkl_req_done(r);
+    return;
+  }
+  c->cfg_out = 1;
+}
+
+/* A connection's first answered request (liveness.c): the server takes
+ * ours, so the read goes now.  Not before: a server that requires
+ * authentication closes the session of a client whose first request comes
+ * unauthenticated, and that request must be the user's, which hears why
+ * (no_auth), not ours. */
+void follow_answered(zkl_client *c) {
+  if (!c->cfg_wanted) return;
+  c->cfg_wanted = 0;
+  if (c->state == ZKL_CONNECTED) follow_read(c, c->zh);
+}
+
 /* The configuration changed: read it again (and so watch it again). */
 static void follow_watcher(zhandle_t *zh, int type, int state,
                            const char *path, void *ctx) {
@@ -95,7 +145,7 @@ static void follow_watcher(zhandle_t *zh, int type, int state,
   if (type != ZOO_CHANGED_EVENT && type != ZOO_CREATED_EVENT) return;
   pthread_mutex_lock(&c->mu);
   if (zh == c->zh && !c->renewing && c->state == ZKL_CONNECTED)
-    follow_read(c, zh);
+    follow_read_watched(c, zh);
   pthread_mutex_unlock(&c->mu);
 }
 

@@ -51,6 +51,7 @@ void zkl_client_heard(zkl_client *c, double sent, int rc) {
   case ZNOAUTH: case ZNOCHILDRENFOREPHEMERALS: case ZINVALIDACL:
   case ZBADARGUMENTS: case ZUNIMPLEMENTED:
     if (sent > c->heard) c->heard = sent;
+    if (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS) follow_answered(c);
     break;
   default:
     break;

@@ -31,7 +31,9 @@ static void session_connected(zkl_client *c) {
   c->state = ZKL_CONNECTED;
   SESSION_EACH(c, t, next)
     if (t->cls->on_connected) t->cls->on_connected(t);
-  follow_read(c, c->zh); /* (every connection: a watch may have gone) */
+  /* (every connection, once a request of it is answered: a watch may
+   * have gone with the last one) */
+  c->cfg_wanted = c->follow;
 }
 
 /* The session is over for good (expired, a login or TLS refused): Lua

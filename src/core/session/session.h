@@ -31,9 +31,10 @@ void session_drain(zkl_client *c);
 void *session_timer(void *arg); /* the timer thread (arg: the client) */
 
 /* ---- follow.c (mu held) ------------------------------------------------ */
-/* Read /zookeeper/config with a watch (a connection's first thing, and
- * the watch's): the answer keeps a new list for follow_apply.  Any thread
- * with the mutex; asynchronous. */
+/* Read /zookeeper/config (once a connection's first request was
+ * answered: follow_answered, called by zkl_client_heard), then again with
+ * a watch when it names members: the answer keeps a new list for
+ * follow_apply.  Any thread with the mutex; asynchronous. */
 void follow_read(zkl_client *c, zhandle_t *zh);
 /* The timer thread moves the servers to the list kept (mu dropped
  * meanwhile). */
