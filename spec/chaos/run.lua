@@ -16,7 +16,11 @@ local testing, zklock, core = H.testing, H.zklock, H.core
 
 local C = {}
 
--- faults: kill (SIGKILL a worker; a new one takes its place), stop
+-- faults (the ensemble profiles'; `moving`'s: reconfig, membership
+-- changed by dynamic reconfiguration, the clients following it (issue
+-- 35): a follower, the leader or the observer replaced by a new member,
+-- or the whole voting set moved as follow_spec moves it, one member at
+-- a time): kill (SIGKILL a worker; a new one takes its place), stop
 -- (SIGSTOP past the session), pause (a server frozen past the session),
 -- restart (a server, or a follower), kill_leader (ensemble), cut (every
 -- connection through the proxies), expire (the proxies stall both ways
@@ -98,6 +102,14 @@ C.PROFILES = {
   -- make chaos: the same for 3 minutes
   chaos = { workers = 5, seconds = 180, st = 2, fault_every = 6,
     chaos_every = 1.5, ensemble = true, faults = C.FAULTS },
+  -- make chaos PROFILE=moving: an ensemble of 5 members and an observer
+  -- that takes dynamic reconfiguration, the workers connected to the
+  -- members themselves (no proxy: they follow the ensemble, issue 35),
+  -- membership changes among the faults
+  moving = { workers = 5, seconds = 180, st = 3, fault_every = 6,
+    chaos_every = 1.5, ensemble = 5, observers = 1, reconfig = true,
+    direct = true, faults = { "reconfig", "reconfig", "kill_leader",
+      "pause", "restart" } },
 }
 
 --- A profile like `name`'s, with only the composition `only` left in
@@ -157,8 +169,10 @@ function C.run(profile, seed, opts)
   local srv, cl, members
   local transport = "plain"
   if prof.ensemble then
-    cl = testing.cluster(3)
-    members = cl.members
+    cl = testing.cluster(prof.ensemble == true and 3 or prof.ensemble,
+      { reconfig = prof.reconfig })
+    for _ = 1, prof.observers or 0 do assert(cl:add({ observer = true })) end
+    members = cl.members -- (moved in place by a reconfiguration)
   else
     transport = opts.transport or prof.transport or
       C.TRANSPORTS[G.stream(seed, 55):int(1, #C.TRANSPORTS)]
@@ -189,7 +203,8 @@ function C.run(profile, seed, opts)
     local avoid = prof.avoid or {}
     local plan = G.plan(seed, root, prof.workers, avoid, prof.focus)
     plan.avoid = avoid
-    plan.hosts = table.concat(hosts, ",")
+    -- (a profile whose ensemble moves: the members themselves, followed)
+    plan.hosts = prof.direct and cl.connect_string or table.concat(hosts, ",")
     plan.tls, plan.sasl = srv and srv.tls, srv and srv.sasl
     plan.st = st
     plan.weights = prof.weights
@@ -269,6 +284,33 @@ function C.run(profile, seed, opts)
         end
         m:restart(30)
         return "all"
+      end,
+      reconfig = function()
+        if not (cl and prof.reconfig) then return false end
+        local leader = cl:leader(10)
+        if not leader then return false end
+        local followers, observers = {}, {}
+        for _, m in ipairs(members) do
+          local md = (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
+          if md == "observer" then observers[#observers + 1] = m
+          elseif m ~= leader then followers[#followers + 1] = m end
+        end
+        local what = rf:pick({ "follower", "leader", "observer", "set" })
+        local out
+        if what == "follower" then out = { followers[rf:int(1, #followers)] }
+        elseif what == "leader" then out = { leader }
+        elseif what == "observer" and #observers > 0 then
+          out = { observers[1] }
+        else -- the voting set, one member at a time (a new one first)
+          what = "set"
+          out = followers
+          out[#out + 1] = leader
+        end
+        for _, m in ipairs(out) do
+          assert(cl:add({ observer = what == "observer" }))
+          assert(cl:remove(m))
+        end
+        return what
       end,
       kill_leader = function()
         if not cl then return false end
@@ -421,7 +463,17 @@ function C.run(profile, seed, opts)
   summary.faults = faults
   summary.elapsed = core.now() - t_start
   local fl, nf = {}, 0
+  local kinds, listed = {}, {}
   for _, kind in ipairs(C.FAULTS) do
+    kinds[#kinds + 1], listed[kind] = kind, true
+  end
+  local more = {} -- (a profile's own kinds: moving's reconfig)
+  for kind in pairs(faults) do
+    if not listed[kind] then more[#more + 1] = kind end
+  end
+  table.sort(more)
+  for _, kind in ipairs(more) do kinds[#kinds + 1] = kind end
+  for _, kind in ipairs(kinds) do
     if faults[kind] then
       fl[#fl + 1] = kind .. "=" .. faults[kind]
       nf = nf + faults[kind]
