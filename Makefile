@@ -269,7 +269,10 @@ torture: deps all
 # one of issue 22's, ONLY=none none, FOCUS=COMPOSITION keeps one and
 # draws it more often; TRANSPORT=plain|tls|sasl secures a standalone
 # run's sessions, else the seed draws it);
-# make soak runs 30 minutes on a 3-member ensemble
+# make soak runs 30 minutes on a 3-member ensemble; make soak
+# PROFILE=moving, 30 minutes of that profile (5 members and an observer,
+# membership changes: issue 35)
+SOAK_PROFILE := $(if $(filter command line environment,$(origin PROFILE)),$(PROFILE))
 PROFILE ?= chaos
 chaos: deps all
 	@sh spec/in_rundir.sh chaos lua5.4 spec/chaos/run.lua $(PROFILE) $(SEED) \
@@ -283,7 +286,8 @@ chaos-found: deps all
 	@sh spec/in_rundir.sh chaos lua5.4 spec/chaos/run.lua found
 
 soak: deps all
-	@sh spec/in_rundir.sh soak lua5.4 spec/chaos/run.lua soak $(SEED) \
+	@sh spec/in_rundir.sh soak lua5.4 spec/chaos/run.lua \
+	  $(if $(SOAK_PROFILE),$(SOAK_PROFILE) seconds=1800,soak) $(SEED) \
 	  $(if $(ONLY),only=$(ONLY))
 
 # make memcheck: the Lua 5.4 suite under valgrind, every spec file but

@@ -51,6 +51,8 @@ describe("zklock (command-line tool)", function()
         { { "run", bad, "/p", "--timeout" }, "--timeout needs a value" },
         { { "run", bad, "/p", "--revocable=yes", "true" },
           "--revocable takes no value" },
+        { { "holders", bad, "/p", "--no-follow=yes" },
+          "--no-follow takes no value" },
         { { "holders", bad, "/p", "/q" }, "holders: unexpected argument '/q'" },
         { { "revoke", bad, "/p", "--leases", "1.5" },
           "--leases: expected a positive integer, got '1.5'" },
@@ -145,6 +147,10 @@ describe("zklock (command-line tool)", function()
       assert.equal(0, rc, out)
       assert.equal(("%s\t%s\t%.0f\tcli-spec holder 7\n"):format(m:node(),
         named:session_id(), m:token()), out)
+      -- (--no-follow: the same, keeping to HOSTS: docs/cli.md)
+      rc, out = finished(start("holders", "--no-follow", hosts, path))
+      assert.equal(0, rc, out)
+      assert.matches(m:node(), out, 1, true)
       m:release()
       assert.equal(0, finished(w))
       named:close()

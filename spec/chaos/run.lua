@@ -499,10 +499,13 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
   -- arguments in any order: a profile name, a seed (a number),
   -- "only=COMPOSITION" (one of C.COMPOSITIONS, "none" or "all": which of
   -- issue 22's compositions to keep), "focus=COMPOSITION" (only that one, drawn
-  -- more often)
+  -- more often), "seconds=N" (the profile's length: make soak
+  -- PROFILE=moving)
   local name, seed, only, focus, transport = "chaos", nil, nil, nil, nil
+  local seconds
   for _, a in ipairs(arg) do
     if tonumber(a) then seed = tonumber(a)
+    elseif a:match("^seconds=%d+$") then seconds = tonumber(a:match("=(.*)$"))
     elseif a:match("^transport=") then transport = a:match("=(.*)$")
     elseif a:match("^only=") then only = a:match("^only=(.*)$")
     elseif a:match("^focus=") then only = a:match("^focus=(.*)$"); focus = true
@@ -519,8 +522,9 @@ if not pcall(debug.getlocal, 4, 1) then -- run as a script
     os.exit(ok and 0 or 1)
   end
   assert(C.PROFILES[name], "no profile " .. name)
-  local s = C.run(only and C.only(name, only, focus) or name, seed,
-    { transport = transport })
+  local prof = (only or seconds) and C.only(name, only, focus) or name
+  if seconds then prof.seconds = seconds end
+  local s = C.run(prof, seed, { transport = transport })
   print(s.line)
   print(s.ok and "chaos: PASS" or ("chaos: FAIL (replay: make chaos " ..
     "PROFILE=" .. name .. " SEED=" .. s.seed ..

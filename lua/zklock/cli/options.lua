@@ -61,6 +61,8 @@ wait-barrier: wait until the barrier node at PATH is removed (--timeout:
 
 Every command:
   --session-timeout S   (default 10)    --connect-timeout S   (default 10)
+  --no-follow           keep to HOSTS: do not follow the ensemble's
+                        membership (a proxy or NAT in front of it)
   --tls-ca FILE --tls-cert FILE --tls-key FILE
                         TLS with a client certificate (PEM files); an
                         encrypted key's password from the environment
@@ -147,7 +149,7 @@ local KINDS = {
 }
 local FLAG = {} -- (an option without a value)
 
-local COMMON = { ["session-timeout"] = "secs_pos",
+local COMMON = { ["session-timeout"] = "secs_pos", ["no-follow"] = "flag",
   ["connect-timeout"] = "secs", ["tls-ca"] = "text", ["tls-cert"] = "text",
   ["tls-key"] = "text", ["sasl-user"] = "text",
   ["sasl-mechanism"] = "text", ["sasl-password-file"] = "text" }

@@ -166,7 +166,7 @@ local function connect(cmd, hosts, opts, id)
     hosts, {
     session_timeout = opts.session_timeout or 10,
     connect_timeout = opts.connect_timeout or 10, id = id,
-    tls = tls, sasl = sasl,
+    tls = tls, sasl = sasl, follow_ensemble = not opts.no_follow,
   })
   if not ok then -- (the TLS and SASL settings: checked by connect)
     local why = tostring(zk):match("^[^\n]*") -- (not its traceback)
