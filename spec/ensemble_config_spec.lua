@@ -24,7 +24,8 @@ describe("an ensemble's configuration", function()
       local data = "server.1=zk1.example:2888:3888:participant;2181\n" ..
         "server.2=zk2.example:2888:3888:participant;0.0.0.0:2182\n" ..
         "server.3=[::1]:2888:3888:participant;[::]:2183\nversion=1"
-      assert.equal("zk1.example:2181,zk2.example:2182,[::1]:2183",
+      -- (IPv6 without brackets: the C client splits at the last ':')
+      assert.equal("zk1.example:2181,zk2.example:2182,::1:2183",
         (hosts(data)))
     end)
 
@@ -32,8 +33,15 @@ describe("an ensemble's configuration", function()
     function()
       local data = "server.1=10.0.0.1:2888:3888|10.1.0.1:2888:3888:" ..
         "participant;2181\nserver.2=h2:2888:3888;[fe80::2]:2182\nversion=2"
-      assert.equal("10.0.0.1:2181,[fe80::2]:2182", (hosts(data)))
+      assert.equal("10.0.0.1:2181,fe80::2:2182", (hosts(data)))
     end)
+
+  it("takes the plaintext client address where a secure one follows it " ..
+    "(ZooKeeper 3.9)", function()
+    local data = "server.1=h1:2888:3888:participant;h1:2181;h1:2281\n" ..
+      "server.2=h2:2888:3888:participant;2182 ;2282\nversion=5"
+    assert.equal("h1:2181,h2:2182", (hosts(data)))
+  end)
 
   it("leaves out members without a client address (a static clientPort)",
     function()

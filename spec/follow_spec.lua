@@ -110,6 +110,8 @@ describe("following the ensemble", function()
       local zk = H.connect(cl.connect_string, { session_timeout = 6 })
       local fixed = H.connect(cl.connect_string,
         { session_timeout = 4, follow_ensemble = false })
+      assert.is_true(H.zklock.features.follow_ensemble) -- (the C client
+      -- make builds: tools/zkclient-follow.patch)
       local states = {}
       zk:on_state(function(s) states[#states + 1] = s end)
       local m, mf = zk:mutex(path .. "/a"), fixed:mutex(path .. "/b")

@@ -41,6 +41,17 @@
 
 #pragma GCC visibility push(hidden)
 
+/* Following the ensemble is on by default only with the C client zklock
+ * builds, whose zoo_zklock_set_servers moves on the IO thread
+ * (tools/zkclient-follow.patch); the library's zoo_set_servers closes the
+ * socket from the calling thread and strands requests in flight
+ * (docs/design.md, section 18). */
+#ifdef ZOO_ZKLOCK_SET_SERVERS
+#define ZKL_FOLLOW_DEFAULT 1
+#else
+#define ZKL_FOLLOW_DEFAULT 0
+#endif
+
 typedef struct zkl_task zkl_task;
 typedef struct zkl_req zkl_req;
 

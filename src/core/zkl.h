@@ -207,6 +207,9 @@ int zkl_sasl_available(void);
 /* 1 when the linked C client runs completions on its IO thread
  * (docs/design.md, section 2.1) */
 int zkl_io_completions(void);
+/* Does a client follow the ensemble unless told not to (the C client
+ * zklock builds: docs/design.md, section 18)? */
+int zkl_follow_default(void);
 
 /* ---- session/client.c: the client --------------------------------------- */
 /* ZKL_NO_CHROOT: the session found no node at its connect string's chroot

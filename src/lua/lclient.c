@@ -93,7 +93,8 @@ static int lclient_secure(lua_State *L, int idx, zkl_secure_opts *o) {
   return o->ca || o->mechanism;
 }
 
-/* core.features() -> { tls = bool, sasl = bool, io_completions = bool }:
+/* core.features() -> { tls = bool, sasl = bool, io_completions = bool,
+ * follow_ensemble = bool }:
  * what this build and the C client it is linked with can do */
 static int lclient_features(lua_State *L) {
   lua_createtable(L, 0, 3);
@@ -103,6 +104,8 @@ static int lclient_features(lua_State *L) {
   lua_setfield(L, -2, "sasl");
   lua_pushboolean(L, zkl_io_completions());
   lua_setfield(L, -2, "io_completions");
+  lua_pushboolean(L, zkl_follow_default());
+  lua_setfield(L, -2, "follow_ensemble");
   return 1;
 }
 

@@ -10,8 +10,11 @@
  * client address is listed, participants and observers alike; a member
  * without one (a server configured with the static clientPort) is left
  * out; a client host that is missing or a wildcard (0.0.0.0, ::) means
- * the member's quorum host; a line that does not parse makes the whole
- * configuration unusable (the caller keeps what it has). */
+ * the member's quorum host; an IPv6 host is written without its brackets
+ * (the C client splits at the last ':'); a secure client address after
+ * the plaintext one (ZooKeeper 3.9) is not ours; a line that does not
+ * parse makes the whole configuration unusable (the caller keeps what it
+ * has). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,10 +96,13 @@ static int add_member(const char *s, const char *e, char *out, size_t size,
   qh = s;
   qe = host_end(qh, semi);
   if (!qe || !host_ok(qh, qe) || qe >= semi || *qe != ':') return -1;
-  /* the client part: "port" or "host:port" */
+  /* the client part: "port" or "host:port" (ZooKeeper 3.9 may add
+   * ";secure port": not the plaintext client's) */
   ch = semi + 1;
-  ce = e;
+  ce = memchr(ch, ';', (size_t)(e - ch));
+  if (!ce) ce = e;
   trim(&ch, &ce);
+  e = ce; /* (where the port ends) */
   colon = NULL;
   for (q = ch; q < ce; q++)
     if (*q == ':') colon = q;
@@ -117,6 +123,12 @@ static int add_member(const char *s, const char *e, char *out, size_t size,
     ce = qe;
   } else if (!host_ok(ch, ce)) {
     return -1;
+  }
+  /* (an IPv6 host without its brackets: the C client splits host and
+   * port at the last ':', and resolves what is before it as it is) */
+  if (*ch == '[' && ce - ch > 2 && ce[-1] == ']') {
+    ch++;
+    ce--;
   }
   n = snprintf(out + *at, size - *at, "%s%.*s:%d", *at ? "," : "",
                (int)(ce - ch), ch, port);

@@ -61,7 +61,7 @@ zkl_client *zkl_client_new(const char *hosts, int timeout_ms,
   c->state = ZKL_CONNECTING;
   c->timeout_ms = c->timeout_req = timeout_ms;
   c->renew = renew;
-  c->follow = 1; /* (connect's follow_ensemble = false turns it off) */
+  c->follow = ZKL_FOLLOW_DEFAULT; /* (connect's follow_ensemble) */
   c->self_delay = ZKL_SELF_DELAY;
   c->pid = zkl_pid();
   c->wake_fd = c->wake_listen = -1;

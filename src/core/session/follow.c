@@ -5,6 +5,7 @@
  * and keep the new list (follow_cb); the timer thread applies it
  * (follow_apply): the C client's reconnection is not a callback's to
  * start.  What the list is, is base/ensemble.c's. */
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,16 @@ static void follow_cb(int rc, const char *v, int vlen, const struct Stat *st,
       int n = hosts ? zkl_config_hosts(v, (size_t)vlen, hosts, size,
                                        &version) : -1;
       char why[256];
-      if (n > 0 && version > c->cfg_version &&
-          !zkl_hosts_problem(hosts, strlen(hosts), why, sizeof why)) {
+      const char *bad = n > 0 ? zkl_hosts_problem(hosts, strlen(hosts), why,
+                                                 sizeof why) : NULL;
+      if (bad) {
+        char line[512];
+        snprintf(line, sizeof line, "ZOO_WARN@zklock_follow@0: the "
+                 "ensemble's configuration names servers the client cannot "
+                 "use (%.300s): the servers stay as they are", bad);
+        zkl_log_note(ZKL_LOG_WARN, line);
+      } else if (n > 0 && version > c->cfg_version &&
+                 (!c->cfg_pending || version > c->cfg_pending_version)) {
         free(c->cfg_pending);
         c->cfg_pending = hosts;
         c->cfg_pending_version = version;
@@ -131,9 +140,12 @@ void follow_read(zkl_client *c, zhandle_t *zh) {
  * unauthenticated, and that request must be the user's, which hears why
  * (no_auth), not ours. */
 void follow_answered(zkl_client *c) {
-  if (!c->cfg_wanted) return;
+  if (!c->cfg_wanted || c->state != ZKL_CONNECTED) return;
   c->cfg_wanted = 0;
-  if (c->state == ZKL_CONNECTED) follow_read(c, c->zh);
+  /* (a TLS client keeps its servers: the configuration names the members'
+   * plaintext client ports, not their secure ones) */
+  if (c->secure && c->secure->tls) return;
+  follow_read(c, c->zh);
 }
 
 /* The configuration changed: read it again (and so watch it again). */
@@ -185,6 +197,37 @@ static char *follow_servers_of(const char *s) {
   return out;
 }
 
+/* Does every host:port of list resolve?  The C client resolves the list
+ * it is given on its IO thread, after zoo_zklock_set_servers returned,
+ * and a list none of whose names resolves would leave it nowhere to go:
+ * a list is applied only when all of them do.  Blocks (name resolution):
+ * the timer thread's, without the mutex. */
+static int follow_resolves(const char *list) {
+  const char *p = list;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char host[300];
+    const char *colon;
+    struct addrinfo hints, *res = NULL;
+    int rc;
+    if (n >= sizeof host) return 0;
+    memcpy(host, p, n);
+    host[n] = '\0';
+    colon = strrchr(host, ':'); /* (as the C client splits it) */
+    if (!colon) return 0;
+    host[colon - host] = '\0';
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(host, colon + 1, &hints, &res);
+    if (res) freeaddrinfo(res);
+    if (rc != 0) return 0;
+    p = e ? e + 1 : p + n;
+  }
+  return 1;
+}
+
 /* Timer thread, mu held on entry and return (dropped meanwhile: the C
  * client resolves the names).  Only the timer thread replaces c->zh, and
  * zkl_client_close joins it first: the handle stays while it runs. */
@@ -217,14 +260,17 @@ void follow_apply(zkl_client *c) {
   }
   snprintf(full, n, "%s%s", hosts, c->chroot ? c->chroot : "");
   pthread_mutex_unlock(&c->mu);
-  rc = FOLLOW_SET_SERVERS(zh, hosts); /* (no chroot: the handle keeps its) */
+  rc = !follow_resolves(hosts) ? ZBADARGUMENTS
+     : FOLLOW_SET_SERVERS(zh, hosts); /* (no chroot: the handle keeps its) */
   pthread_mutex_lock(&c->mu);
   if (rc != ZOK) {
+    c->cfg_version = version; /* (refused: not tried again) */
     char line[512];
     snprintf(line, sizeof line, "ZOO_WARN@zklock_follow@0: the ensemble's "
              "configuration %llx names servers %.300s, which the client "
              "refused (%s): the servers stay as they are",
-             (unsigned long long)version, hosts, zerror(rc));
+             (unsigned long long)version, hosts,
+             rc == ZBADARGUMENTS ? "a name does not resolve" : zerror(rc));
     zkl_log_note(ZKL_LOG_WARN, line);
     free(full);
   } else {

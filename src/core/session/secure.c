@@ -368,6 +368,7 @@ zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
 #endif
 
 int zkl_io_completions(void) { return INIT_FLAGS != 0; }
+int zkl_follow_default(void) { return ZKL_FOLLOW_DEFAULT; }
 
 static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
                                       watcher_fn fn, int timeout_ms,
