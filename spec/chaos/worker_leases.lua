@@ -130,8 +130,7 @@ return function(W)
     while #leases > 0 do
       local i = R:int(1, #leases)
       local lease, h = table.remove(leases, i), table.remove(holds, i)
-      table.remove(checks, i)
-      sample(h, function() return lease:is_held(), lease:node() end)
+      sample(h, table.remove(checks, i)) -- (lease's is_held and node)
       if R:chance(0.05) then
         log_hold(h) -- dropped: collected, its node deleted
         lease = nil -- luacheck: ignore

@@ -15,7 +15,6 @@
 
 static void follow_watcher(zhandle_t *zh, int type, int state,
                            const char *path, void *ctx);
-static void follow_read_watched(zkl_client *c, zhandle_t *zh);
 
 /* The C client zklock builds moves on its IO thread, ending the connection
  * as a lost one (tools/zkclient-follow.patch); the library's own
@@ -27,8 +26,46 @@ static void follow_read_watched(zkl_client *c, zhandle_t *zh);
 #define FOLLOW_SET_SERVERS zoo_set_servers
 #endif
 
-/* The answer to the read: the configuration, kept for the timer thread
- * when it is newer than the one applied (an older epoch's: ignored). */
+/* The two reads of /zookeeper/config (zkl_req kind): a connection's first,
+ * without a watch, which leaves a server without dynamic configuration (a
+ * standalone one, members without client addresses) with no watch of
+ * ours; and, only for a configuration worth following, the read with a
+ * watch, whose answers are applied. */
+enum { FOLLOW_PROBE, FOLLOW_WATCHED };
+
+static void follow_send(zkl_client *c, zhandle_t *zh, int kind);
+
+/* The watched read's answer, parsed (n: zkl_config_hosts'), kept for the
+ * timer thread when it is newer than the one applied and any kept. */
+static void follow_keep(zkl_client *c, char *hosts, int n,
+                        uint64_t version) {
+  char why[256];
+  const char *bad = n > 0 ? zkl_hosts_problem(hosts, strlen(hosts), why,
+                                             sizeof why) : NULL;
+  if (bad) {
+    char line[512];
+    snprintf(line, sizeof line, "ZOO_WARN@zklock_follow@0: the "
+             "ensemble's configuration names servers the client cannot "
+             "use (%.300s): the servers stay as they are", bad);
+    zkl_log_note(ZKL_LOG_WARN, line);
+  } else if (n > 0 && version > c->cfg_version &&
+             (!c->cfg_pending || version > c->cfg_pending_version)) {
+    free(c->cfg_pending);
+    c->cfg_pending = hosts;
+    c->cfg_pending_version = version;
+    hosts = NULL;
+    pthread_cond_signal(&c->tcv); /* the timer applies it */
+  } else if (n < 0) {
+    zkl_log_note(ZKL_LOG_WARN, "ZOO_WARN@zklock_follow@0: the ensemble's "
+                 "configuration (/zookeeper/config) does not parse: "
+                 "the servers stay as they are");
+  }
+  free(hosts);
+}
+
+/* The answer to either read (an older epoch's: ignored).  The first read
+ * of a configuration that names members, or does not parse (said by the
+ * watched read), asks for the watched one. */
 static void follow_cb(int rc, const char *v, int vlen, const struct Stat *st,
                       const void *data) {
   zkl_req *r = (zkl_req *)data;
@@ -44,94 +81,51 @@ static void follow_cb(int rc, const char *v, int vlen, const struct Stat *st,
       uint64_t version;
       int n = hosts ? zkl_config_hosts(v, (size_t)vlen, hosts, size,
                                        &version) : -1;
-      char why[256];
-      const char *bad = n > 0 ? zkl_hosts_problem(hosts, strlen(hosts), why,
-                                                 sizeof why) : NULL;
-      if (bad) {
-        char line[512];
-        snprintf(line, sizeof line, "ZOO_WARN@zklock_follow@0: the "
-                 "ensemble's configuration names servers the client cannot "
-                 "use (%.300s): the servers stay as they are", bad);
-        zkl_log_note(ZKL_LOG_WARN, line);
-      } else if (n > 0 && version > c->cfg_version &&
-                 (!c->cfg_pending || version > c->cfg_pending_version)) {
-        free(c->cfg_pending);
-        c->cfg_pending = hosts;
-        c->cfg_pending_version = version;
-        hosts = NULL;
-        pthread_cond_signal(&c->tcv); /* the timer applies it */
-      } else if (n < 0) {
-        zkl_log_note(ZKL_LOG_WARN, "ZOO_WARN@zklock_follow@0: the ensemble's "
-                     "configuration (/zookeeper/config) does not parse: "
-                     "the servers stay as they are");
+      if (r->kind == FOLLOW_WATCHED) {
+        follow_keep(c, hosts, n, version);
+      } else {
+        free(hosts);
+        if (hosts && n != 0 && c->zh && c->state == ZKL_CONNECTED)
+          follow_send(c, c->zh, FOLLOW_WATCHED);
       }
-      free(hosts);
     }
     if (c->cfg_again && c->zh && c->state == ZKL_CONNECTED) {
       c->cfg_again = 0;
-      follow_read_watched(c, c->zh);
+      follow_send(c, c->zh, FOLLOW_WATCHED);
     }
   }
   zkl_req_done(r);
   pthread_mutex_unlock(&c->mu);
 }
 
-/* The read with a watch (mu held; a ZooKeeper thread: a completion, the
- * watch).  Asynchronous: allowed in a callback. */
-static void follow_read_watched(zkl_client *c, zhandle_t *zh) {
+/* Sends a read (mu held; any thread with the mutex: a completion, the
+ * watch).  Asynchronous: allowed in a callback.  One at a time: a watched
+ * read asked for while one is out goes once it answers; a first read is
+ * not needed then. */
+static void follow_send(zkl_client *c, zhandle_t *zh, int kind) {
   zkl_req *r;
+  int rc;
   if (!c->follow || !zh || c->closing) return;
-  if (c->cfg_out) { /* one at a time: again once it answers */
-    c->cfg_again = 1;
+  if (c->cfg_out) {
+    if (kind == FOLLOW_WATCHED) c->cfg_again = 1;
     return;
   }
-  r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
+  r = zkl_req_new(c, NULL, (int)c->n_sessions, kind);
   if (!r) return; /* (out of memory: the next connection reads it) */
-  /* (the asynchronous call reads /zookeeper/config past the chroot; the
+  /* (the asynchronous calls read /zookeeper/config past the chroot; the
    * synchronous ones do not) */
-  if (zoo_awgetconfig(zh, follow_watcher, c, follow_cb, r) != ZOK) {
+  rc = kind == FOLLOW_WATCHED
+       ? zoo_awgetconfig(zh, follow_watcher, c, follow_cb, r)
+       : zoo_agetconfig(zh, 0, follow_cb, r);
+  if (rc != ZOK) {
     zkl_req_done(r);
     return;
   }
   c->cfg_out = 1;
-}
-
-/* The first read of a connection, without a watch: a server without
- * dynamic configuration (a standalone one, members without client
- * addresses) is left with no watch of ours.  Only a configuration worth
- * following is read again, watched. */
-static void follow_probe_cb(int rc, const char *v, int vlen,
-                            const struct Stat *st, const void *data) {
-  zkl_req *r = (zkl_req *)data;
-  zkl_client *c = r->c;
-  (void)st;
-  pthread_mutex_lock(&c->mu);
-  if ((unsigned long)r->epoch == c->n_sessions) {
-    c->cfg_out = 0;
-    zkl_client_heard(c, r->sent, rc);
-    if (rc == ZOK && v && vlen > 0 && c->zh && c->state == ZKL_CONNECTED) {
-      char *hosts = malloc((size_t)vlen + 2);
-      uint64_t version;
-      if (hosts && zkl_config_hosts(v, (size_t)vlen, hosts, (size_t)vlen + 2,
-                                    &version) != 0)
-        follow_read_watched(c, c->zh); /* (a malformed one: said there) */
-      free(hosts);
-    }
-  }
-  zkl_req_done(r);
-  pthread_mutex_unlock(&c->mu);
 }
 
 void follow_read(zkl_client *c, zhandle_t *zh) {
-  zkl_req *r;
-  if (!c->follow || !zh || c->closing || c->cfg_out) return;
-  r = zkl_req_new(c, NULL, (int)c->n_sessions, -1);
-  if (!r) return;
-  if (zoo_agetconfig(zh, 0, follow_probe_cb, r) != ZOK) {
-    zkl_req_done(r);
-    return;
-  }
-  c->cfg_out = 1;
+  follow_send(c, zh, FOLLOW_PROBE);
 }
 
 /* A connection's first answered request (liveness.c): the server takes
@@ -157,7 +151,7 @@ static void follow_watcher(zhandle_t *zh, int type, int state,
   if (type != ZOO_CHANGED_EVENT && type != ZOO_CREATED_EVENT) return;
   pthread_mutex_lock(&c->mu);
   if (zh == c->zh && !c->renewing && c->state == ZKL_CONNECTED)
-    follow_read_watched(c, zh);
+    follow_send(c, zh, FOLLOW_WATCHED);
   pthread_mutex_unlock(&c->mu);
 }
 
