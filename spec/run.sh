@@ -84,6 +84,14 @@ run_one() {
     ok=0 bad=1 pend=0
     line="$label: no busted summary (status $rc): counted as 1 failed"
   fi
+  if [ "$bad" -gt 0 ]; then
+    # (the failures' headings again, beside the summary: CI keeps only the
+    # end of the output, where the other runtime's report would hide them)
+    line="$line
+$(sed "s/$ESC\[[0-9;]*m//g" "$out" | awk '
+      /^(Failure|Error) / { n++; if (n <= 4) { left = 3 } }
+      left > 0 { print "    " substr($0, 1, 240); left-- }')"
+  fi
   PASSED=$((PASSED + ok))
   FAILED=$((FAILED + bad))
   PENDING=$((PENDING + pend))
