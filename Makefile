@@ -190,7 +190,8 @@ deps:
 
 # the TLS/SASL C client (ZK=tls): built once per zookeeper package version
 $(ZKC)/stamp: tools/zkclient.sh tools/zkclient-tls-handshake.patch \
-             tools/zkclient-io-completions.patch
+             tools/zkclient-io-completions.patch tools/zkclient-follow.patch \
+             tools/zkclient-tls-peer.patch
 	@sh tools/deps.sh $(DEPS)
 	@sh tools/zkclient.sh $(ZKC)
 	@touch $@

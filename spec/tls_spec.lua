@@ -297,9 +297,10 @@ describe("TLS", function()
      "tls with sasl", function()
     local hosts = srv.connect_string
     assert.has_error(function()
-      zklock.connect(hosts, { tls = { ca = certs.ca } })
-    end, "bad argument #2 to 'connect' (tls needs ca, cert and key (PEM " ..
-      "files; the C client always presents a client certificate))")
+      zklock.connect(hosts, { tls = { cert = certs.ca, key = certs.ca } })
+    end, "bad argument #2 to 'connect' (tls needs ca, and cert and key " ..
+      "together (PEM files; without cert and key, no client certificate " ..
+      "is presented))")
     assert.has_error(function()
       zklock.connect(hosts, { tls = { ca = certs.ca, cert = certs.ca,
                                        key = certs.ca, kee = "x" } })

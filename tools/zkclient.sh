@@ -7,14 +7,17 @@
 # The source comes from a private apt configuration (one deb-src stanza,
 # lists and cache under DEST/apt): the system's apt set-up is not touched.
 # It is the version of the installed `zookeeper` package, so that the C
-# client and the server beside it are one release.  Three patches of
+# client and the server beside it are one release.  Four patches of
 # ours are applied: tools/zkclient-tls-handshake.patch (the TLS handshake
 # bounded by the session timeout, and ended by zookeeper_close),
 # tools/zkclient-io-completions.patch (a zookeeper_init flag that runs
 # completions on the IO thread, and zoo_zklock_batch, requests that wake
 # it once: docs/design.md, section 2.1) and tools/zkclient-follow.patch
 # (zoo_zklock_set_servers: a new server list applied on the IO thread,
-# a move ending the connection as a lost one: section 18).  Nothing is done
+# a move ending the connection as a lost one: section 18) and
+# tools/zkclient-tls-peer.patch (the server's certificate checked against
+# the host dialled, and TLS without a client certificate: docs/
+# security.md, "TLS").  Nothing is done
 # when DEST/stamp names that version and patch level already.
 #
 # Needs (make deps installs them): dpkg-dev, cmake, libssl-dev,
@@ -23,7 +26,7 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 PATCHES="zkclient-tls-handshake.patch zkclient-io-completions.patch
-  zkclient-follow.patch"
+  zkclient-follow.patch zkclient-tls-peer.patch"
 DEST=${1:-build/zkc}
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)

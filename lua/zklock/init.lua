@@ -104,8 +104,8 @@ end
 --  `auth` (`{ scheme, credential }`), `renew_session` (default true:
 --  after an expiry, open a new session by itself), `id` (the participant
 --  id written into this client's lock and lease nodes, which `holders()`
---  reads back; default `"zklock HOST pid N"`), `tls` (`{ ca, cert, key
---  [, key_password] }`) and `sasl` (`{ user, password | password_file [,
+--  reads back; default `"zklock HOST pid N"`), `tls` (`{ ca [, cert, key
+--  [, key_password]] [, verify_host = false] }`) and `sasl` (`{ user, password | password_file [,
 --  mechanism, realm, service, server] }`; DIGEST-MD5 by default): see
 --  docs/security.md
 -- @return a client, or nil, message, code: `"unknown_host"` (a host name

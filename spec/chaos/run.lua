@@ -176,7 +176,10 @@ function C.run(profile, seed, opts)
   else
     transport = opts.transport or prof.transport or
       C.TRANSPORTS[G.stream(seed, 55):int(1, #C.TRANSPORTS)]
+    -- (TLS: a client certificate wanted, not needed, so that the
+    -- workers' clients without one take part: worker.lua)
     srv = testing.server({ tls = transport == "tls",
+                           client_auth = transport == "tls" and "want" or nil,
                            sasl = transport == "sasl" })
     members = { srv }
   end

@@ -58,8 +58,9 @@ typedef struct zkl_req zkl_req;
 /* ---- session/secure.c, probe.c ------------------------------------------ */
 /* What a secure session asked for: the client's own copy. */
 typedef struct zkl_secure {
-  char *tls;            /* "ca,cert,key[,password]" (zookeeper_init_ssl) */
-  char *ca, *cert, *key, *key_password;
+  char *tls;            /* "ca[,cert,key[,password]]" (zookeeper_init_ssl) */
+  char *ca, *cert, *key, *key_password; /* cert, key: NULL for none */
+  int no_host_check;    /* tls.verify_host = false */
   char *mechanism, *user, *realm, *service, *server;
   void *secret;         /* sasl_secret_t: the password */
   size_t secret_len;

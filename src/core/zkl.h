@@ -192,6 +192,8 @@ int zkl_acl_perms(const char *s);
 /* ---- session/secure.c: what this build can secure ----------------------- */
 /* How a session is secured (docs/security.md); all NULL: plaintext.
  * TLS: ca, cert and key (PEM files), key_password for an encrypted key;
+ * cert and key both NULL: no client certificate (ssl.clientAuth=none);
+ * no_host_check: the server's certificate need not name the host dialled;
  * SASL: mechanism ("DIGEST-MD5", "GSSAPI"...), user, password (of
  * password_len bytes), realm, and the server's service and name (default
  * "zookeeper" and "zk-sasl-md5", as Java clients).  Strings are copied. */
@@ -199,10 +201,15 @@ typedef struct zkl_secure_opts {
   const char *ca, *cert, *key, *key_password;
   const char *mechanism, *user, *password, *realm, *service, *server;
   size_t password_len;
+  int no_host_check;
 } zkl_secure_opts;
 /* 1 when the linked C client has zookeeper_init_ssl; SASL: when built
  * with Cyrus SASL's headers */
 int zkl_tls_available(void);
+/* 1 when the C client checks the server's certificate against the host
+ * dialled, and takes a CA without a client certificate (the TLS build:
+ * tools/zkclient-tls-peer.patch) */
+int zkl_tls_peer(void);
 int zkl_sasl_available(void);
 /* 1 when the linked C client runs completions on its IO thread
  * (docs/design.md, section 2.1) */

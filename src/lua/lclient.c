@@ -81,11 +81,16 @@ static int lclient_secure(lua_State *L, int idx, zkl_secure_opts *o) {
   o->realm = lclient_field(L, idx, "realm", NULL);
   o->service = lclient_field(L, idx, "service", NULL);
   o->server = lclient_field(L, idx, "server", NULL);
+  lua_pushstring(L, "no_host_check");
+  lua_rawget(L, idx);
+  o->no_host_check = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   if (o->ca || o->cert || o->key) {
-    if (!o->ca || !o->cert || !o->key)
-      luaL_argerror(L, idx, "tls needs ca, cert and key");
+    if (!o->ca || !o->cert != !o->key || (o->key_password && !o->key))
+      luaL_argerror(L, idx, "tls needs ca, and cert with key or neither");
     /* the C client takes them as one "ca,cert,key,password" string */
-    if (strchr(o->ca, ',') || strchr(o->cert, ',') || strchr(o->key, ',') ||
+    if (strchr(o->ca, ',') || (o->cert && strchr(o->cert, ',')) ||
+        (o->key && strchr(o->key, ',')) ||
         (o->key_password && strchr(o->key_password, ',')))
       luaL_argerror(L, idx, "tls file names and key_password must not "
                     "contain ','");
@@ -93,13 +98,15 @@ static int lclient_secure(lua_State *L, int idx, zkl_secure_opts *o) {
   return o->ca || o->mechanism;
 }
 
-/* core.features() -> { tls = bool, sasl = bool, io_completions = bool,
- * follow_ensemble = bool }:
+/* core.features() -> { tls = bool, tls_verify_host = bool, sasl = bool,
+ * io_completions = bool, follow_ensemble = bool }:
  * what this build and the C client it is linked with can do */
 static int lclient_features(lua_State *L) {
   lua_createtable(L, 0, 3);
   lua_pushboolean(L, zkl_tls_available());
   lua_setfield(L, -2, "tls");
+  lua_pushboolean(L, zkl_tls_peer());
+  lua_setfield(L, -2, "tls_verify_host");
   lua_pushboolean(L, zkl_sasl_available());
   lua_setfield(L, -2, "sasl");
   lua_pushboolean(L, zkl_io_completions());

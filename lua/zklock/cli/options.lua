@@ -64,9 +64,12 @@ Every command:
   --no-follow           keep to HOSTS: do not follow the ensemble's
                         membership (a proxy or NAT in front of it)
   --tls-ca FILE --tls-cert FILE --tls-key FILE
-                        TLS with a client certificate (PEM files); an
+                        TLS with a client certificate (PEM files; --tls-ca
+                        alone: none, for ssl.clientAuth=none); an
                         encrypted key's password from the environment
                         variable ZKLOCK_TLS_KEY_PASSWORD
+  --tls-no-verify-host  do not check that the server's certificate names
+                        the host dialled (docs/security.md: a warning)
   --sasl-user NAME      SASL (DIGEST-MD5 unless --sasl-mechanism M); the
   --sasl-password-file FILE   password from the file's first line, or
                         from ZKLOCK_SASL_PASSWORD; never an argument
@@ -151,7 +154,8 @@ local FLAG = {} -- (an option without a value)
 
 local COMMON = { ["session-timeout"] = "secs_pos", ["no-follow"] = "flag",
   ["connect-timeout"] = "secs", ["tls-ca"] = "text", ["tls-cert"] = "text",
-  ["tls-key"] = "text", ["sasl-user"] = "text",
+  ["tls-key"] = "text", ["tls-no-verify-host"] = "flag",
+  ["sasl-user"] = "text",
   ["sasl-mechanism"] = "text", ["sasl-password-file"] = "text" }
 
 local COMMANDS = {

@@ -86,7 +86,8 @@ local function secure_opts(opts)
   local key = get("tls.key", "tls_key", "ZKLOCK_TLS_KEY")
   if ca or cert or key then
     tls = { ca = ca, cert = cert, key = key,
-            key_password = env("ZKLOCK_TLS_KEY_PASSWORD") }
+            key_password = key and env("ZKLOCK_TLS_KEY_PASSWORD") or nil }
+    if opts.tls_no_verify_host then tls.verify_host = false end
   end
   local user = get("sasl.user", "sasl_user", "ZKLOCK_SASL_USER")
   local mech = get("sasl.mechanism", "sasl_mechanism",
@@ -109,13 +110,17 @@ end
 local TLS_FLAGS = "--tls-ca, --tls-cert and --tls-key (or ZKLOCK_TLS_CA, " ..
   "ZKLOCK_TLS_CERT and ZKLOCK_TLS_KEY)"
 local SENTENCES = {
-  { "^tls needs ca, cert and key %(PEM files; (.*)%)$", function(tls, why)
+  { "^tls needs ca, and cert and key together %(PEM files; (.*)%)$",
+    function(tls, why)
     local missing = {}
     for _, k in ipairs({ "ca", "cert", "key" }) do
-      if not tls[k] then missing[#missing + 1] = "--tls-" .. k end
+      if not tls[k] and (k == "ca" or tls.cert or tls.key) then
+        missing[#missing + 1] = "--tls-" .. k
+      end
     end
-    return TLS_FLAGS .. " go together: " .. table.concat(missing, ", ") ..
-      " missing (PEM files; " .. why .. ")"
+    return TLS_FLAGS .. " go together (--tls-ca alone: no client " ..
+      "certificate): " .. table.concat(missing, ", ") .. " missing (PEM " ..
+      "files; " .. why .. ")"
   end },
   { "^sasl DIGEST%-MD5 needs user and password %(or password_file%)$",
     function()

@@ -53,7 +53,8 @@ end
 -- a ',' the C client cannot take); a file that cannot be read, or reads
 -- wrong, is the world's: false, msg, "tls" (in C, src/core/session/
 -- secure.c) or "no_auth" (password_file, here).
-local TLS_KEYS = { ca = true, cert = true, key = true, key_password = true }
+local TLS_KEYS = { ca = true, cert = true, key = true, key_password = true,
+  verify_host = true }
 local SASL_KEYS = { mechanism = true, user = true, password = true,
   password_file = true, realm = true, service = true, server = true }
 local function check_secure(opts, fname)
@@ -68,22 +69,32 @@ local function check_secure(opts, fname)
     end
     check.check_options(t or {}, keys, 2, fname, name .. ".")
     for k, v in pairs(t or {}) do
-      if type(v) ~= "string" or v == "" or v:find("\0", 1, true) then
+      if k == "verify_host" then -- (the one that is no string)
+        if type(v) ~= "boolean" then
+          argerror(2, fname, "tls.verify_host must be a boolean")
+        end
+        k, v = "no_host_check", not v
+      elseif type(v) ~= "string" or v == "" or v:find("\0", 1, true) then
         argerror(2, fname, ("%s.%s must be a non-empty string"):format(name,
           k))
       end
       out[k] = v
     end
   end
-  if tls and not (tls.ca and tls.cert and tls.key) then
-    argerror(2, fname, "tls needs ca, cert and key (PEM files; the C " ..
-      "client always presents a client certificate)")
+  -- (cert and key: the client's certificate, which a server with
+  -- ssl.clientAuth=none does not ask for)
+  if tls and not (tls.ca and (tls.cert == nil) == (tls.key == nil)) then
+    argerror(2, fname, "tls needs ca, and cert and key together (PEM " ..
+      "files; without cert and key, no client certificate is presented)")
+  end
+  if tls and tls.key_password and not tls.key then
+    argerror(2, fname, "tls.key_password without tls.key")
   end
   -- zookeeper_init_ssl takes "ca,cert,key,key_password" as one string
   local SPLIT = ", which the ZooKeeper C client cannot take (it joins " ..
     "the three files and the password into one string split at commas): "
   for _, k in ipairs({ "ca", "cert", "key" }) do
-    if tls and tls[k]:find(",", 1, true) then
+    if tls and tls[k] and tls[k]:find(",", 1, true) then
       argerror(2, fname, ("tls.%s %s: a file name with ','%srename the " ..
         "file, or link it under a name without one"):format(k, tls[k], SPLIT))
     end

@@ -11,6 +11,7 @@ local tcore = require "zklock.testing.core"
 local argcheck = require "zklock.rt.check"
 local P = require "zklock.testing.process"
 local server = require "zklock.testing.server"
+local secure = require "zklock.testing.secure"
 argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
@@ -216,8 +217,10 @@ end
 -- (and `reconfig`: true for an ensemble that takes dynamic
 -- reconfiguration, each member's client address in its configuration:
 -- `add`, `remove`, `config`)
+-- (`tls`: every member's client port TLS-only, under one authority:
+-- `true`, or a table from `certificates`)
 -- @return cluster: fields `members` (servers, each with an `id`) and
--- `connect_string`; methods `leader`, `wait_quorum`, `close`, and with
+-- `connect_string` (with `tls`, `tls` and `certificates` too); methods `leader`, `wait_quorum`, `close`, and with
 -- `reconfig`, `add`, `remove`, `config`
 function M.cluster(n, opts)
   n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
@@ -227,10 +230,13 @@ function M.cluster(n, opts)
       local p = tcore.free_port()
       if not seen[p] then seen[p], ports[#ports + 1] = true, p end
     end
-    local lines, mopts, jvm_opts = nil, opts, ""
+    local lines, mopts, jvm_opts = nil, {}, ""
+    for k, v in pairs(opts) do mopts[k] = v end
+    if mopts.tls == true then -- (one authority for every member)
+      mopts.tls = secure.certificates()
+    end
     if opts.reconfig then -- (client addresses in the dynamic configuration)
-      lines, mopts = {}, {}
-      for k, v in pairs(opts) do mopts[k] = v end
+      lines = {}
       mopts.config = {}
       for k, v in pairs(opts.config or {}) do mopts.config[k] = v end
       mopts.config.reconfigEnabled = "true"
@@ -271,6 +277,7 @@ function M.cluster(n, opts)
     end
     return core.box(cluster_mt, { members = members,
       connect_string = table.concat(addrs, ","), lines = lines,
+      tls = states[1].tls, certificates = states[1].certificates,
       next_id = n + 1, opts = mopts, jvm_opts = jvm_opts })
   end)
 end

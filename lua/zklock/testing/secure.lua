@@ -22,7 +22,10 @@ local quote, run, slurp, spit, mktemp = P.quote, P.run, P.slurp, P.spit,
 -- key under `key_password`), `expired` (an expired certificate),
 -- `stranger` (signed by another CA, which the server does not trust),
 -- `wrong_ca` (a good certificate, but a CA that does not verify the
--- server); `server` ({ cert, key }), `expired_server` (expired)
+-- server), `anonymous` (the CA alone: no client certificate, for a
+-- server with `client_auth = "none"`); `server` ({ cert, key }: names
+-- 127.0.0.1 and localhost), `expired_server` (expired), `elsewhere_server`
+-- (good, but for another host: zk.elsewhere.example and 127.0.0.2)
 function M.certificates(dir)
   dir = dir or mktemp("zklock-tls-")
   if not run("mkdir -p " .. quote(dir)) then
@@ -41,17 +44,21 @@ function M.certificates(dir)
           .. "'/CN=zklock test %s'"):format(newkey, ca, ca, ca))
   end
   spit(dir .. "/server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-  local function leaf(name, cn, ca, days, csr)
+  spit(dir .. "/elsewhere.ext",
+       "subjectAltName=DNS:zk.elsewhere.example,IP:127.0.0.2\n")
+  local function leaf(name, cn, ca, days, csr, ext)
     if not csr then
       ossl(("req %s -keyout %s.key -out %s.csr -subj '/CN=%s'")
            :format(newkey, name, name, cn))
     end
     ossl(("x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial "
           .. "-out %s.pem -days %d%s"):format(csr or name, ca, ca, name, days,
-          cn == "localhost" and " -extfile server.ext" or ""))
+          ext and " -extfile " .. ext or ""))
   end
-  leaf("server", "localhost", "ca", 3650)
-  leaf("expired-server", "localhost", "ca", -1, "server")
+  leaf("server", "localhost", "ca", 3650, nil, "server.ext")
+  leaf("expired-server", "localhost", "ca", -1, "server", "server.ext")
+  leaf("elsewhere-server", "zk.elsewhere.example", "ca", 3650, nil,
+       "elsewhere.ext")
   leaf("client", "zklock-client", "ca", 3650)
   leaf("expired", "zklock-client", "ca", -1, "client")
   leaf("stranger", "zklock-stranger", "other-ca", 3650)
@@ -70,14 +77,18 @@ function M.certificates(dir)
                  key = p("stranger.key") },
     wrong_ca = { ca = p("other-ca.pem"), cert = p("client.pem"),
                  key = p("client.key") },
+    anonymous = { ca = ca },
     server = { cert = p("server.pem"), key = p("server.key") },
     expired_server = { cert = p("expired-server.pem"),
                        key = p("server.key") },
+    elsewhere_server = { cert = p("elsewhere-server.pem"),
+                         key = p("elsewhere-server.key") },
   }
 end
 
 -- zoo.cfg lines and JVM options of a TLS-only server (client certificate
--- required) and of a SASL server (docs/security.md, "Servers").
+-- required, unless opts.client_auth says "none" or "want") and of a SASL
+-- server (docs/security.md, "Servers").
 function M.config(st, opts, cfg)
   if opts.tls then
     local certs = type(opts.tls) == "table" and opts.tls
@@ -91,7 +102,7 @@ function M.config(st, opts, cfg)
       "secureClientPort=" .. st.port, "secureClientPortAddress=" .. HOST,
       "ssl.keyStore.location=" .. bundle, "ssl.keyStore.type=PEM",
       "ssl.trustStore.location=" .. certs.ca, "ssl.trustStore.type=PEM",
-      "ssl.clientAuth=need" }, "\n")
+      "ssl.clientAuth=" .. (opts.client_auth or "need") }, "\n")
   else
     cfg[#cfg + 1] = "clientPort=" .. st.port .. "\nclientPortAddress=" .. HOST
   end

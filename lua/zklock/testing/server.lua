@@ -175,10 +175,10 @@ end
 -- `detach`.
 local CLUSTER_OPTIONS = argcheck.options({ "tick_time", "min_session_timeout",
   "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl",
-  "reconfig" })
+  "reconfig", "client_auth" })
 local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach", "tick_time",
   "min_session_timeout", "max_session_timeout", "config", "timeout", "tls",
-  "tls_server", "sasl" })
+  "tls_server", "sasl", "client_auth" })
 
 -- opts (argument n of fname): a table of the `allowed` keys, or nil.
 local function check_opts(opts, allowed, n, fname)
@@ -201,7 +201,9 @@ end
 -- not collection nor `close_all`: `make zk`), `tls`
 -- (true, or a table from `certificates`: a TLS-only server on
 -- `secureClientPort` that requires a client certificate), `tls_server`
--- (its own { cert, key }, default the certificates' `server`), `sasl`
+-- (its own { cert, key }, default the certificates' `server`),
+-- `client_auth` (with `tls`: the server's `ssl.clientAuth`, "need" by
+-- default, or "want" or "none"), `sasl`
 -- (true, or { users = { name = password, ... }, required = false }: SASL
 -- DIGEST-MD5 with those users, default { zklock = "zklock-secret" },
 -- required of every session unless `required = false`)

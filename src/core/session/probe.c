@@ -18,8 +18,10 @@
 #include "session.h"
 
 #ifdef ZKL_WITH_OPENSSL
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #endif
 
 /* ---- why a connection does not come ----------------------------------- */
@@ -108,7 +110,11 @@ static int secure_alert(int *cert) {
 static int secure_said_alert(char *why, size_t n, const char *host,
                              const char *port, const zkl_secure *s,
                              int cert_alert, const char *what) {
-  if (cert_alert)
+  if (cert_alert && !s->cert)
+    snprintf(why, n, "the server %s:%s wants a client certificate (%s): "
+             "tls.cert and tls.key, or a server with ssl.clientAuth=none "
+             "(docs/security.md)", host, port, secure_ossl_why("an alert"));
+  else if (cert_alert)
     snprintf(why, n, "the server %s:%s refused the client certificate %s "
              "(%s)", host, port, s->cert, secure_ossl_why("an alert"));
   else
@@ -142,6 +148,65 @@ static int secure_wait(SSL *ssl, int fd, int rc, double until) {
   return poll(&p, 1, ms) == 1 ? 1 : 0;
 }
 
+/* The certificate must name `host`: an IP address as one, else a DNS
+ * name; 0 when OpenSSL could not take it. */
+static int secure_expect_host(SSL *ssl, const char *host) {
+  unsigned char b[16];
+  if (inet_pton(AF_INET, host, b) == 1 || inet_pton(AF_INET6, host, b) == 1)
+    return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1;
+  return SSL_set1_host(ssl, host) == 1;
+}
+
+static int secure_host_mismatch(long v) {
+  return v == X509_V_ERR_HOSTNAME_MISMATCH ||
+         v == X509_V_ERR_IP_ADDRESS_MISMATCH;
+}
+
+/* The subject alternative names of a certificate, as "DNS:a, IP:b"
+ * (what a message about a host mismatch shows). */
+static void secure_cert_names(X509 *x, char *out, size_t n) {
+  GENERAL_NAMES *gens = x ? X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
+                                            NULL) : NULL;
+  size_t at = 0;
+  int i;
+  snprintf(out, n, "no subject alternative name");
+  for (i = 0; gens && i < sk_GENERAL_NAME_num(gens) && at + 1 < n; i++) {
+    GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+    char ip[64] = "";
+    int w = 0;
+    if (g->type == GEN_DNS) {
+      const unsigned char *d = ASN1_STRING_get0_data(g->d.dNSName);
+      w = snprintf(out + at, n - at, "%sDNS:%.*s", at ? ", " : "",
+                   ASN1_STRING_length(g->d.dNSName), (const char *)d);
+    } else if (g->type == GEN_IPADD) {
+      int len = ASN1_STRING_length(g->d.iPAddress);
+      const void *d = ASN1_STRING_get0_data(g->d.iPAddress);
+      if (len == 4 || len == 16)
+        inet_ntop(len == 4 ? AF_INET : AF_INET6, d, ip, sizeof ip);
+      w = snprintf(out + at, n - at, "%sIP:%s", at ? ", " : "",
+                   ip[0] ? ip : "?");
+    }
+    if (w > 0) at += (size_t)w < n - at ? (size_t)w : n - at - 1;
+  }
+  if (gens) GENERAL_NAMES_free(gens);
+}
+
+/* The names of the server's certificate when its host check failed: a
+ * handshake that failed keeps no peer certificate, so the verification
+ * callback notes them (the probe runs on one thread at a time per
+ * client; this buffer is the thread's own). */
+static __thread char secure_mismatch_names[200];
+
+static int secure_verify_cb(int ok, X509_STORE_CTX *x) {
+  int e = X509_STORE_CTX_get_error(x);
+  if (!ok && X509_STORE_CTX_get_error_depth(x) == 0 &&
+      (e == X509_V_ERR_HOSTNAME_MISMATCH ||
+       e == X509_V_ERR_IP_ADDRESS_MISMATCH))
+    secure_cert_names(X509_STORE_CTX_get_current_cert(x),
+                      secure_mismatch_names, sizeof secure_mismatch_names);
+  return ok;
+}
+
 #define PROBE_HANDSHAKE 2.0 /* s */
 #define PROBE_SETTLE 0.5    /* s: for a refusal sent after the handshake */
 
@@ -165,14 +230,20 @@ static int secure_probe_one(const zkl_secure *s, const char *host,
     /* (the C client trusts the system's CAs too) */
     if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1 ||
         SSL_CTX_set_default_verify_paths(ctx) != 1 ||
-        SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1 ||
-        !secure_use_key(ctx, s))
+        (s->cert && (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1 ||
+                     !secure_use_key(ctx, s))))
       goto done; /* (checked at connect: changed since) */
   } else {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
   }
   ssl = SSL_new(ctx);
   if (!ssl || SSL_set_fd(ssl, fd) != 1) goto done;
+  /* (the host check the C client makes: tools/zkclient-tls-peer.patch) */
+  if (s && s->tls && !s->no_host_check && zkl_tls_peer()) {
+    if (!secure_expect_host(ssl, host)) goto done;
+    secure_mismatch_names[0] = '\0';
+    SSL_set_verify(ssl, SSL_VERIFY_PEER, secure_verify_cb);
+  }
   while ((rc = SSL_connect(ssl)) != 1 &&
          (w = secure_wait(ssl, fd, rc, until)) > 0) {}
   if (rc == 1 && s && s->tls) {
@@ -192,6 +263,13 @@ static int secure_probe_one(const zkl_secure *s, const char *host,
       verdict = snprintf(why, n, "the server %s:%s speaks TLS: connect "
                          "with tls = { ca = ..., cert = ..., key = ... } "
                          "(docs/security.md)", host, port) > 0;
+  } else if (rc != 1 && secure_host_mismatch(SSL_get_verify_result(ssl))) {
+    const char *names = secure_mismatch_names[0] ? secure_mismatch_names
+                                                  : "other names";
+    verdict = snprintf(why, n, "the server %s:%s has a certificate for "
+                       "another host: it names %s, not %s (tls.verify_host "
+                       "= false turns the check off: docs/security.md)",
+                       host, port, names, host) > 0;
   } else if (rc != 1 && SSL_get_verify_result(ssl) != X509_V_OK) {
     verdict = snprintf(why, n, "the server %s:%s has a certificate that "
                        "tls.ca %s does not verify: %s", host, port, s->ca,

@@ -41,6 +41,14 @@ extern zhandle_t *zookeeper_init_ssl(const char *host, const char *cert,
 
 int zkl_tls_available(void) { return zookeeper_init_ssl != NULL; }
 
+int zkl_tls_peer(void) {
+#ifdef ZOO_ZKLOCK_TLS_NO_HOST_CHECK
+  return zkl_tls_available();
+#else
+  return 0;
+#endif
+}
+
 int zkl_sasl_available(void) {
 #ifdef HAVE_CYRUS_SASL_H
   return 1;
@@ -137,17 +145,25 @@ zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err) {
   zkl_secure *s = calloc(1, sizeof *s);
   int bad = !s;
   if (s && o->ca) {
-    size_t n = strlen(o->ca) + strlen(o->cert) + strlen(o->key) +
-               (o->key_password ? strlen(o->key_password) : 0) + 4;
+    int mine = o->cert && o->key; /* (a client certificate) */
+    size_t n = strlen(o->ca) + (mine ? strlen(o->cert) + strlen(o->key) : 0) +
+               (mine && o->key_password ? strlen(o->key_password) : 0) + 4;
     s->tls = malloc(n);
-    s->ca = strdup(o->ca); s->cert = strdup(o->cert);
-    s->key = strdup(o->key); s->key_password = dupornull(o->key_password);
-    bad = !s->tls || !s->ca || !s->cert || !s->key ||
-          (o->key_password && !s->key_password);
-    if (!bad) /* the C client's form: "ca,cert,key[,password]" */
+    s->ca = strdup(o->ca);
+    s->cert = mine ? strdup(o->cert) : NULL;
+    s->key = mine ? strdup(o->key) : NULL;
+    s->key_password = mine ? dupornull(o->key_password) : NULL;
+    s->no_host_check = o->no_host_check;
+    bad = !s->tls || !s->ca || (mine && (!s->cert || !s->key)) ||
+          (mine && o->key_password && !s->key_password);
+    /* the C client's form: "ca,cert,key[,password]", or "ca" alone (no
+     * client certificate: tools/zkclient-tls-peer.patch) */
+    if (!bad && mine)
       snprintf(s->tls, n, "%s,%s,%s%s%s", o->ca, o->cert, o->key,
                o->key_password ? "," : "",
                o->key_password ? o->key_password : "");
+    else if (!bad)
+      snprintf(s->tls, n, "%s", o->ca);
   }
   if (s && !bad && o->mechanism) {
 #ifdef HAVE_CYRUS_SASL_H
@@ -252,6 +268,8 @@ static int secure_check_files(const zkl_secure *s, zkl_error *err) {
   if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1) {
     zkl_seterr(err, ZKL_ETLS, "tls.ca %s: not a readable PEM file of "
                "certificates (%s)", s->ca, secure_ossl_why("unreadable"));
+  } else if (!s->cert) {
+    ok = 1; /* (no client certificate) */
   } else if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
     zkl_seterr(err, ZKL_ETLS, "tls.cert %s: not a readable PEM "
                "certificate (%s)", s->cert, secure_ossl_why("unreadable"));
@@ -290,7 +308,7 @@ static int secure_check_files(const zkl_secure *s, zkl_error *err) {
   const char *files[3];
   int i;
   files[0] = s->ca; files[1] = s->cert; files[2] = s->key;
-  for (i = 0; i < 3; i++) {
+  for (i = 0; i < 3 && files[i]; i++) {
     FILE *f = fopen(files[i], "r");
     if (!f) {
       zkl_seterr(err, ZKL_ETLS, "tls.%s %s: %s", names[i], files[i],
@@ -307,6 +325,20 @@ int zkl_secure_check(const zkl_secure *s, zkl_error *err) {
   if (!s) return 1;
   if (s->tls && !zkl_tls_available()) {
     secure_no_build(err, ZKL_ETLS, "TLS");
+    return 0;
+  }
+  if (s->tls && !zkl_tls_peer() && !s->cert) {
+    zkl_seterr(err, ZKL_ETLS, "tls without cert and key: the ZooKeeper C "
+               "client this zklock is linked with always presents a client "
+               "certificate (the TLS build's does not need one: "
+               "docs/security.md, \"Builds\")");
+    return 0;
+  }
+  if (s->tls && !zkl_tls_peer() && !s->no_host_check) {
+    zkl_seterr(err, ZKL_ETLS, "tls: the ZooKeeper C client this zklock is "
+               "linked with cannot check the server's host name against "
+               "its certificate (the TLS build's does): tls.verify_host = "
+               "false to connect without the check (docs/security.md)");
     return 0;
   }
   if (s->tls && s->mechanism) {
@@ -356,6 +388,14 @@ zhandle_t *zkl_secure_init(const zkl_secure *s, const char *hosts,
   return zh;
 }
 
+/* Our C client (tools/zkclient-tls-peer.patch) checks the server's
+ * certificate against the host dialled unless told not to. */
+#ifdef ZOO_ZKLOCK_TLS_NO_HOST_CHECK
+#define NO_HOST_FLAG(s) ((s)->no_host_check ? ZOO_ZKLOCK_TLS_NO_HOST_CHECK : 0)
+#else
+#define NO_HOST_FLAG(s) 0
+#endif
+
 /* Our C client (tools/zkclient-io-completions.patch) runs completions and
  * watchers on its IO thread when asked: one thread hand-off less per
  * reply (docs/design.md, section 2).  Our callbacks only take the client's
@@ -378,7 +418,8 @@ static zhandle_t *secure_init_blocked(const zkl_secure *s, const char *hosts,
     pthread_mutex_lock(&secure_init_mu);
     /* (no log callback argument: the first lines go to stderr) */
     zh = zookeeper_init_ssl(hosts, s->tls, fn, timeout_ms, NULL, ctx,
-                            ZOO_NO_LOG_CLIENTENV | INIT_FLAGS);
+                            ZOO_NO_LOG_CLIENTENV | INIT_FLAGS |
+                              NO_HOST_FLAG(s));
     pthread_mutex_unlock(&secure_init_mu);
     if (zh) zoo_set_log_callback(zh, zkl_log_line);
     return zh;
