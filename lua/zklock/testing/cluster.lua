@@ -220,8 +220,9 @@ end
 -- (`tls`: every member's client port TLS-only, under one authority:
 -- `true`, or a table from `certificates`)
 -- @return cluster: fields `members` (servers, each with an `id`) and
--- `connect_string` (with `tls`, `tls` and `certificates` too); methods `leader`, `wait_quorum`, `close`, and with
--- `reconfig`, `add`, `remove`, `config`
+-- `connect_string` (with `tls`, `tls` and `certificates` too); methods
+-- `leader`, `wait_quorum`, `close`, and with `reconfig`, `add`, `remove`,
+-- `config`
 function M.cluster(n, opts)
   n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
   return with_port_retry(false, function()
