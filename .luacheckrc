@@ -26,3 +26,6 @@ files["examples/nginx"] = { std = "+ngx_lua" }
 -- specs: busted's globals; spec/nginx.lua and the workers run under plain
 -- Lua, so only the *_spec.lua files get them
 files["spec/**/*_spec.lua"] = { std = "+busted" }
+
+-- the chaos run's nginx participant runs inside nginx (OpenResty's API)
+files["spec/chaos/chaos_ngx.lua"] = { std = "+ngx_lua" }

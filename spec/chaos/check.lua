@@ -46,15 +46,21 @@ local FIELDS = {
   C = { "cl", "t" },
   Z = { "cl", "state", "t" },
   G = { "target", "tag", "t", "how" },
-  -- the driver's: F kind t0 t1 who; X t node; Y t target
+  -- the driver's: F kind t0 t1 who; X t node; Y t target; K (an nginx
+  -- worker killed: checks/killed.lua)
   F = { "kind", "t0", "t1", "who" },
+  K = { "who", "t", "held", "queued", "gone", "workers" },
+  -- an nginx worker's hold begun (O), and its newest is_held() true (OT)
+  O = { "id", "target", "task", "t0", "t1", "token", "pass", "node" },
+  OT = { "id", "t" },
   X = { "t", "node" },
   Y = { "t", "target" },
 }
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
   v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1,
-  x_s = 1, x_e = 1, secs = 1, t1b = 1, after = 1 }
+  x_s = 1, x_e = 1, secs = 1, t1b = 1, after = 1, queued = 1,
+  gone = 1, workers = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)
@@ -87,12 +93,12 @@ end
 local U = dofile("spec/chaos/checks/util.lua")
 local list = U.list
 for _, m in ipairs({ "holds", "contract", "answers", "ends", "order",
-    "barriers" }) do
+    "barriers", "killed" }) do
   dofile("spec/chaos/checks/" .. m .. ".lua")(K, U)
 end
 
 K.CHECKS = { "exclusion", "fencing", "rw", "contract", "waits", "fifo",
-  "wedges", "barrier", "dbarrier", "processes", "orphans" }
+  "wedges", "barrier", "dbarrier", "processes", "orphans", "killed" }
 
 --- Run every checker. `env`: { plan, finals, st, t_start, processes =
 -- { {p, status, killed, hung}... }, orphans = { paths } }.
@@ -101,6 +107,8 @@ K.CHECKS = { "exclusion", "fencing", "rw", "contract", "waits", "fifo",
 function K.check(logs, env)
   local st = env.st or 2
   local after = 2 * st + 2
+  -- (the holds of killed nginx workers first: every checker weighs them)
+  local closed = K.close_killed(logs)
   local res = {
     exclusion = K.exclusion(logs, env.plan),
     fencing = K.fencing(logs, env.finals, env.plan),
@@ -113,7 +121,9 @@ function K.check(logs, env)
     dbarrier = K.dbarrier(logs, env.plan, after),
     processes = {},
     orphans = {},
+    killed = K.killed(logs, st + 2, env.ngx_workers),
   }
+  for _, x in ipairs(closed) do res.killed[#res.killed + 1] = x end
   -- (an untrue answer breaks the contract too: checks/answers.lua; and
   -- a hold's end not kept, or a callback's untrue news: checks/ends.lua)
   for _, x in ipairs(K.answers(logs)) do

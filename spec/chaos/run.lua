@@ -12,6 +12,7 @@
 local H = require "spec.helpers"
 local G = dofile("spec/chaos/gen.lua")
 local K = dofile("spec/chaos/check.lua")
+local RN = dofile("spec/chaos/run_ngx.lua")
 local testing, zklock, core = H.testing, H.zklock, H.core
 
 local C = {}
@@ -105,11 +106,13 @@ C.PROFILES = {
   -- make chaos PROFILE=moving: an ensemble of 5 members and an observer
   -- that takes dynamic reconfiguration, the workers connected to the
   -- members themselves (no proxy: they follow the ensemble, issue 35),
-  -- membership changes among the faults
+  -- membership changes among the faults; and 2 nginx instances of 2
+  -- workers with zklock.ngx under load, their workers killed with SIGKILL
+  -- among the faults (nginx_kill: run_ngx.lua)
   moving = { workers = 5, seconds = 180, st = 3, fault_every = 6,
     chaos_every = 1.5, ensemble = 5, observers = 1, reconfig = true,
-    direct = true, faults = { "reconfig", "reconfig", "kill_leader",
-      "pause", "restart" } },
+    direct = true, nginx = 2, faults = { "reconfig", "reconfig",
+      "kill_leader", "pause", "restart", "nginx_kill", "nginx_kill" } },
 }
 
 --- A profile like `name`'s, with only the composition `only` left in
@@ -191,6 +194,7 @@ function C.run(profile, seed, opts)
   local function E(...) efh:write(table.concat({ ... }, " "), "\n") end
   local faults, summary = {}, nil
   local plan_file = H.tmpname("chaos-plan")
+  local ngx_set -- (a profile's nginx instances: run_ngx.lua)
   local t_start = core.now()
   local ok, err = pcall(function()
     for i, m in ipairs(members) do
@@ -251,91 +255,11 @@ function C.run(profile, seed, opts)
       end
     end
 
-    local inject = {
-      kill = function()
-        local i = rf:int(1, prof.workers)
-        local p = live(i)
-        if p:status() then return false end
-        p:kill("KILL")
-        p.killed = true
-        local q = spawn(i, p.gen + 1)
-        table.insert(slots[i], q)
-        procs[#procs + 1] = q
-        return tostring(i)
-      end,
-      stop = function()
-        local i = rf:int(1, prof.workers)
-        local p = live(i)
-        if p:status() then return false end
-        p:kill("STOP")
-        H.nap(st + 1.5)
-        p:kill("CONT")
-        return tostring(i)
-      end,
-      pause = function()
-        local m = members[rf:int(1, #members)]
-        m:pause()
-        H.nap(st + 1)
-        m:resume()
-        return "all"
-      end,
-      restart = function()
-        local m = members[rf:int(1, #members)]
-        if cl then
-          local leader = cl:leader(10)
-          if m == leader then return false end
-        end
-        m:restart(30)
-        return "all"
-      end,
-      reconfig = function()
-        if not (cl and prof.reconfig) then return false end
-        local leader = cl:leader(10)
-        if not leader then return false end
-        local followers, observers = {}, {}
-        for _, m in ipairs(members) do
-          local md = (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
-          if md == "observer" then observers[#observers + 1] = m
-          elseif m ~= leader then followers[#followers + 1] = m end
-        end
-        local what = rf:pick({ "follower", "leader", "observer", "set" })
-        local out
-        if what == "follower" then out = { followers[rf:int(1, #followers)] }
-        elseif what == "leader" then out = { leader }
-        elseif what == "observer" and #observers > 0 then
-          out = { observers[1] }
-        else -- the voting set, one member at a time (a new one first)
-          what = "set"
-          out = followers
-          out[#out + 1] = leader
-        end
-        for _, m in ipairs(out) do
-          assert(cl:add({ observer = what == "observer" }))
-          assert(cl:remove(m))
-        end
-        return what
-      end,
-      kill_leader = function()
-        if not cl then return false end
-        local leader = cl:leader(10)
-        if not leader then return false end
-        os.execute(("kill -KILL %d 2>/dev/null"):format(leader:pid()))
-        H.nap(1)
-        leader:stop(1)
-        leader:start(30)
-        return "all"
-      end,
-      cut = function()
-        for _, p in ipairs(proxies) do p:cut() end
-        return "all"
-      end,
-      expire = function()
-        for _, p in ipairs(proxies) do p:stall(true, true) end
-        H.nap(st * 2 + 1)
-        for _, p in ipairs(proxies) do p:stall(false, false) end
-        return "all"
-      end,
-    }
+    ngx_set = prof.nginx and RN.start(H, prof.nginx, plan, plan_file)
+    local inject = dofile("spec/chaos/faults.lua")({ H = H, prof = prof,
+      rf = rf, members = members, cl = cl, proxies = proxies, st = st,
+      live = live, spawn = spawn, slots = slots, procs = procs,
+      ngx = ngx_set, RN = RN, direct = direct, E = E })
 
     local function chaos_step()
       local t = targets[rc:int(1, #targets)]
@@ -395,6 +319,11 @@ function C.run(profile, seed, opts)
       end
       processes[#processes + 1] = rec
     end
+    -- the nginx instances' load ends by itself too; then they stop
+    if ngx_set then
+      RN.wait_load(H, ngx_set, core.now() + 4 * st + 15)
+      RN.stop(ngx_set)
+    end
     -- what the workers wrote, and what is left
     local finals = {}
     for _, n in ipairs(plan.order) do
@@ -433,8 +362,11 @@ function C.run(profile, seed, opts)
     efh:close()
     local logs = K.parse(H.read(events))
     for _, p in ipairs(procs) do K.parse(H.read(p.logfile), logs) end
+    for _, f in ipairs(ngx_set and RN.logs(ngx_set) or {}) do
+      K.parse(H.read(f), logs)
+    end
     summary = K.check(logs, { plan = plan, finals = finals, st = st,
-      processes = processes, orphans = orphans })
+      processes = processes, orphans = orphans, ngx_workers = 2 })
     summary.t_start = plan.t0
   end)
   -- CHAOS_KEEP_DIR=dir: the logs copied there (the run directory of
@@ -452,6 +384,10 @@ function C.run(profile, seed, opts)
     p:cleanup()
     keep(p.logfile, "log-" .. p.index .. "." .. p.gen)
     if not opts.keep then os.remove(p.logfile) end
+  end
+  if ngx_set then
+    RN.stop(ngx_set)
+    RN.cleanup(ngx_set, keep, not opts.keep)
   end
   keep(events, "driver")
   keep(plan_file, "plan")
@@ -484,9 +420,10 @@ function C.run(profile, seed, opts)
   end
   summary.nfaults = nf
   summary.transport = transport
-  summary.line = ("chaos %s seed %d (%s): %d workers, %.0f s, faults %d " ..
-    "(%s); %s"):format(name, seed, transport, prof.workers, prof.seconds, nf,
-      table.concat(fl, " "), summary.line)
+  summary.line = ("chaos %s seed %d (%s): %d workers%s, %.0f s, faults %d " ..
+    "(%s); %s"):format(name, seed, transport, prof.workers,
+      prof.nginx and (" and %d nginx of 2"):format(prof.nginx) or "",
+      prof.seconds, nf, table.concat(fl, " "), summary.line)
   for _, check in ipairs(K.CHECKS) do
     local f = summary.first[check]
     if f then

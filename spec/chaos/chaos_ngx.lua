@@ -1,0 +1,100 @@
+-- The chaos run's nginx participant (spec/chaos/run.lua, a profile with
+-- `nginx`; docs/testing.md, "The chaos run"): every worker of a real nginx
+-- with zklock.ngx opens its session in init_worker, and each request of
+-- GET /hold takes one of the plan's mutexes, works under it sampling
+-- is_held(), may write the target's counter fenced by its token, and
+-- releases.  Its log is a chaos worker's (spec/chaos/worker_log.lua,
+-- shared as it is), process tag "<pid>.0", plus the lines the driver
+-- needs when it kills the worker with SIGKILL mid-hold: O (a hold begun:
+-- id, target, task, t0, its first is_held() true, token, pass, node) and
+-- OT (id, the newest is_held() true).  A
+-- hold with an O and no H was killed: the checker gives it the end it
+-- had, its last true answer (spec/chaos/checks/killed.lua).
+local zngx = require "zklock.ngx"
+local core = require "zklock.core"
+
+local M = {}
+
+local W -- (this worker's: worker_log.lua's table)
+local TARGETS = {} -- the plan's mutexes
+local n_req = 0
+
+function M.init_worker()
+  local root = assert(os.getenv("CHAOS_ROOT"), "CHAOS_ROOT is not set")
+  local plan = dofile(assert(os.getenv("CHAOS_PLAN"), "no CHAOS_PLAN"))
+  local G = dofile(root .. "/spec/chaos/gen.lua")
+  local pid = ngx.worker.pid()
+  local P = ("%d.0"):format(pid)
+  W = { plan = plan, P = P, now = core.now, R = G.stream(plan.seed, pid),
+    MAX_DATA = 1040384, sleep = ngx.sleep }
+  dofile(root .. "/spec/chaos/worker_log.lua")(W,
+    ("%s/ngx-%d.log"):format(assert(os.getenv("CHAOS_LOGS")), pid))
+  W.L("S", P, pid, W.now())
+  for _, name in ipairs(plan.order) do
+    if plan.targets[name].kind == "mutex" then
+      TARGETS[#TARGETS + 1] = plan.targets[name]
+    end
+  end
+  -- (the moving profile's workers reach the members themselves, and
+  -- follow the ensemble: so does zklock.ngx)
+  W.zk = W.new_client(assert(zngx.connect(plan.hosts, {
+    session_timeout = plan.st, connect_timeout = 30,
+    id = "chaos ngx " .. pid })))
+end
+
+-- Work for about d seconds under hold h, sampling is_held(); each newer
+-- true answer is logged (OT), at most every 50 ms.
+local function work(h, check, d)
+  local now, last = W.now, -1
+  local t = now() + d
+  repeat
+    W.sample(h, check)
+    if h.t1 > last + 0.05 then
+      last = h.t1
+      W.L("OT", h.id, h.t1)
+    end
+    ngx.sleep(W.R:float() * 0.03)
+  until now() >= t
+  W.sample(h, check)
+  W.L("OT", h.id, h.t1)
+end
+
+--- GET /hold: one hold of a mutex drawn from the plan.
+function M.hold()
+  local R = W.R
+  n_req = n_req + 1
+  local t = TARGETS[R:int(1, #TARGETS)]
+  local task = { name = ("n%d/%s"):format(n_req, W.P) }
+  local m = W.made_on(W.zk:mutex(t.path), W.zk)
+  local timeout = R:pick({ 0.5, 2, 2, W.plan.st * 2 })
+  W.call_start(task, m)
+  local t_s = W.now()
+  local ok, got, _, code = pcall(m.acquire, m, timeout)
+  if not ok then
+    W.log_acquire("mutex", t.name, task, t_s, "raised", "-", timeout)
+    W.unexpected(task, "mutex:acquire", got)
+    return ngx.say("raised")
+  end
+  if not got then
+    W.log_acquire("mutex", t.name, task, t_s, "fail", code, timeout)
+    return ngx.say("not held: ", code)
+  end
+  W.log_acquire("mutex", t.name, task, t_s, "ok", "-", timeout)
+  task.ts = t_s
+  local token, pass = m:token()
+  local h = W.new_hold("mutex", t.name, task, token, m:node(), nil, pass)
+  local check = function() return m:is_held(), m:node() end
+  W.sample(h, check)
+  W.L("O", h.id, t.name, task.name, h.t0, h.t1, h.token, h.pass, h.node)
+  work(h, check, R:pick({ 0.02, 0.1, 0.3, 0.6 }))
+  if R:chance(0.5) then
+    W.fenced_increment(task, t, m, h.token, false, h)
+    W.sample(h, check)
+  end
+  local _, err = W.released(h, function() return m:release() end)
+  if h.rel == "raised" then W.unexpected(task, "mutex:release", err) end
+  W.log_hold(h)
+  ngx.say(h.rel)
+end
+
+return M

@@ -1,0 +1,139 @@
+-- The chaos run's nginx instances (a profile's `nginx`: how many; docs/
+-- testing.md, "The chaos run"): each a real nginx of 2 workers running
+-- spec/chaos/chaos_ngx.lua against the run's ensemble, loaded by curl
+-- loops until the run's end; and the fault that kills one of their
+-- workers with SIGKILL, whether it holds a lock, waits for one or neither.
+-- The driver then waits for the killed worker's nodes to go with its
+-- session and for the master's new worker, and logs K: who, when, the
+-- nodes it held and those it waited with, when the last went (-1: not
+-- within the bound), how many workers serve again
+-- (spec/chaos/checks/killed.lua).
+local core = require "zklock.core"
+local N = require "spec.nginx"
+
+local X = {}
+
+local WORKERS = 2    -- each instance's
+local LOADERS = 3    -- each instance's concurrent requests
+
+local ROOT = os.getenv("PWD")
+
+--- Starts `n` instances for `plan` (written to plan_file) and their load
+-- until plan.t_end; their logs go to a directory of their own.  Returns
+-- the set: { instances, logs (dir), loads (pids), targets }.
+function X.start(H, n, plan, plan_file)
+  local set = { instances = {}, loads = {}, targets = {},
+    logs = H.tmpname("chaos-ngx") }
+  assert(os.execute("mkdir -p '" .. set.logs .. "'"))
+  for _, name in ipairs(plan.order) do
+    if plan.targets[name].kind == "mutex" then
+      set.targets[#set.targets + 1] = plan.targets[name]
+    end
+  end
+  local env = ("CHAOS_ROOT='%s' CHAOS_PLAN='%s' CHAOS_LOGS='%s'")
+    :format(ROOT, plan_file, set.logs)
+  for i = 1, n do
+    set.instances[i] = N.start({ hosts = plan.hosts, workers = WORKERS,
+      conf = ROOT .. "/spec/chaos/nginx.conf", env = env })
+  end
+  -- (the load: curl loops that stop by themselves at the run's end, in a
+  -- process group of their own, killed at stop if still there)
+  local secs = math.max(1, math.floor(plan.t_end - core.now()))
+  for _, inst in ipairs(set.instances) do
+    local script = H.tmpname("chaos-load")
+    H.write(script, ("end=$(( $(date +%%s) + %d ))\nfor i in $(seq %d); " ..
+      "do\n  ( while [ $(date +%%s) -lt $end ]; do curl -s -m %d -o " ..
+      "/dev/null '%s'; done ) &\ndone\nwait\n"):format(secs, LOADERS,
+      math.ceil(plan.st * 4 + 5), inst:url("/hold")))
+    local fh = assert(io.popen(("setsid sh '%s' >/dev/null 2>&1 & echo $!")
+      :format(script)))
+    set.loads[#set.loads + 1] = tonumber(fh:read("*l"))
+    fh:close()
+  end
+  return set
+end
+
+local proc_stat = require("zklock.testing")._proc_stat
+local function alive(pid)
+  local s = proc_stat(pid)
+  return s ~= nil and s ~= "Z" and s ~= "X"
+end
+
+--- The fault: one worker of one instance (drawn from rf) killed with
+-- SIGKILL; E logs the K line.  Returns the worker's pid as a string, or
+-- false when there was none to kill.
+function X.kill(H, set, rf, direct, E, st)
+  local inst = set.instances[rf:int(1, #set.instances)]
+  local ws = inst:workers()
+  if #ws == 0 then return false end
+  local pid = ws[rf:int(1, #ws)]
+  local id = "chaos ngx " .. pid
+  -- its nodes, by the id it writes in them: the first of a queue holds
+  local nodes, held, queued = {}, 0, 0
+  for _, t in ipairs(set.targets) do
+    local recs = direct:mutex(t.path):participants(5, true) or {}
+    for i, r in ipairs(recs) do
+      if r.id == id then
+        nodes[#nodes + 1] = r.node
+        if i == 1 then held = held + 1 else queued = queued + 1 end
+      end
+    end
+  end
+  os.execute("kill -KILL " .. pid .. " 2>/dev/null")
+  local deadline = core.now() + 5
+  while alive(pid) and core.now() < deadline do H.nap(0.01) end
+  local t_kill = core.now()
+  -- its nodes go with its session (bounded: the checker judges how soon)
+  local gone = -1
+  deadline = t_kill + 3 * st + 10
+  repeat
+    local left = 0
+    for _, node in ipairs(nodes) do
+      local _, _, code = direct:get(node, 5)
+      if code ~= "no_node" then left = left + 1 end
+    end
+    if left == 0 then gone = core.now() end
+    if gone < 0 then H.nap(0.1) end
+  until gone >= 0 or core.now() > deadline
+  -- the master starts another worker
+  deadline = core.now() + 10
+  while #inst:workers() < WORKERS and core.now() < deadline do H.nap(0.05) end
+  E("K", tostring(pid), ("%.6f"):format(t_kill), held, queued,
+    ("%.6f"):format(gone), #inst:workers())
+  return tostring(pid)
+end
+
+--- The instances stopped (gracefully: their sessions end, their nodes go
+-- at once), the load with them.
+function X.stop(set)
+  for _, pid in ipairs(set.loads) do
+    os.execute(("kill -TERM -- -%d 2>/dev/null"):format(pid))
+  end
+  for _, inst in ipairs(set.instances) do inst:stop() end
+end
+
+--- Waits (bounded) for the load to end by itself.
+function X.wait_load(H, set, until_t)
+  for _, pid in ipairs(set.loads) do
+    while alive(pid) and core.now() < until_t do H.nap(0.1) end
+  end
+end
+
+--- The workers' log files.
+function X.logs(set)
+  local out = {}
+  local p = io.popen("ls '" .. set.logs .. "' 2>/dev/null")
+  for name in p:lines() do out[#out + 1] = set.logs .. "/" .. name end
+  p:close()
+  return out
+end
+
+--- Removes the logs (after keeping them, with keep(file, as)).
+function X.cleanup(set, keep, remove)
+  for _, f in ipairs(X.logs(set)) do
+    keep(f, f:match("[^/]+$"))
+  end
+  if remove then os.execute("rm -rf '" .. set.logs .. "'") end
+end
+
+return X
