@@ -109,7 +109,7 @@ C.PROFILES = {
   -- membership changes among the faults; and 2 nginx instances of 2
   -- workers with zklock.ngx under load, their workers killed with SIGKILL
   -- among the faults (nginx_kill: run_ngx.lua)
-  moving = { workers = 5, seconds = 180, st = 3, fault_every = 6,
+  moving = { workers = 5, seconds = 180, st = 3, fault_every = 3.5,
     chaos_every = 1.5, ensemble = 5, observers = 1, reconfig = true,
     direct = true, nginx = 2, faults = { "reconfig", "reconfig",
       "kill_leader", "pause", "restart", "nginx_kill", "nginx_kill" } },
