@@ -63,7 +63,7 @@ COMPAT_SPECS = spec/client_spec.lua spec/mutex_spec.lua \
   spec/semaphore_spec.lua spec/rwlock_spec.lua spec/barrier_spec.lua \
   spec/revoke_spec.lua
 
-.PHONY: install all deps dev-deps test demo bench bench-memory profile memcheck asan torture chaos chaos-found soak clean \
+.PHONY: install all deps dev-deps test demo bench bench-memory bench-capacity profile memcheck asan torture chaos chaos-found soak clean \
         distclean env zk zk-stop \
         compat test-compat lint docs rockspec-check
 
@@ -253,6 +253,16 @@ profile: deps all build/floor
 	@sh tools/deps.sh $(PROFILE_DEPS)
 	@LUA_PATH='$(TREE_LPATH);;' LUA_CPATH='$(QROOT)/build/lua5.4/?.so;;' \
 	  lua5.4 bench/profile.lua
+
+# what one ensemble carries (bench/capacity.lua, docs/capacity.md): 10,
+# 100 and 1,000 sessions on a 3-member ensemble, cohorts off and on;
+# about 5 minutes, outside make bench (CAPACITY_MEMBERS="3 5" adds a
+# 5-member ensemble; CAPACITY_SIZES, CAPACITY_SECONDS)
+bench-capacity: deps all
+	@run=$$(mktemp -d /tmp/zklock-capacity.XXXXXX); \
+	  ZKLOCK_TEST_TMP=$$run LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' \
+	  LUA_CPATH='./build/lua5.4/?.so;;' lua5.4 bench/capacity.lua; \
+	  rc=$$?; pkill -f "$$run" 2>/dev/null; rm -rf "$$run"; exit $$rc
 
 # W5 to 10^6 cycles per runtime (about 30 minutes; make bench stops at 10^5)
 bench-memory: deps all

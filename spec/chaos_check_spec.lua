@@ -457,20 +457,22 @@ describe("chaos checkers", function()
     assert.matches("holds 1 %(mutex=1%)", s.line)
   end)
 
-  it("killed: an nginx worker's nodes gone within the bound of its kill, " ..
-     "its master back to 2 workers; a hold it began and never ended is " ..
-     "weighed until its last is_held() true", function()
-    -- K who t held queued gone workers
-    local v = K.killed(logs({ "K 501 10 1 0 13 2", "K 502 20 0 2 26 2",
-      "K 503 30 1 1 -1 2", "K 504 40 0 0 -1 1" }), 5, 2)
-    assert.equal(3, #v)
+  it("killed: an nginx worker's nodes gone within the bound of its kill " ..
+     "(and listed), its master's new worker connected; a hold it began and " ..
+     "never ended is weighed until its last is_held() true", function()
+    -- K who t held queued gone fresh
+    local v = K.killed(logs({ "K 501 10 1 0 13 601", "K 502 20 0 2 26 602",
+      "K 503 30 1 1 -1 603", "K 504 40 0 0 40.1 0",
+      "K 505 50 -1 -1 -1 605" }), 5)
+    assert.equal(4, #v)
     assert.matches("502 killed at 20.000: its 2 node%(s%) went 6.00 s after",
       v[1].text)
     assert.matches("503 killed .* still there long after", v[2].text)
-    assert.matches("504 killed .* serves with 1 worker", v[3].text)
+    assert.matches("504 killed .* new worker never connected", v[3].text)
+    assert.matches("505 killed .* could not be listed", v[4].text)
     -- O id target task t0 t1 token pass node; OT id t
     local l = logs({ "O 501.0#1 m1 n1/501.0 1 1.1 7 0 /c/m1/n1",
-      "OT 501.0#1 1.4", "OT 501.0#1 2.5", "K 501 3 1 0 5 2",
+      "OT 501.0#1 1.4", "OT 501.0#1 2.5", "K 501 3 1 0 5 601",
       hold("mutex", "m1", "g1/1.0", 2, 3) })
     assert.same({}, K.close_killed(l))
     assert.equal(2, #l.H)
@@ -479,10 +481,10 @@ describe("chaos checkers", function()
     assert.equal(1, #K.exclusion(l, PLAN)) -- (it overlaps g1's)
     -- begun, never ended, its process never killed
     l = logs({ "O 502.0#1 m1 n1/502.0 1 1.1 7 0 /c/m1/n1" })
-    assert.matches("never ended, and its process was not killed",
+    assert.matches("never ended %(no release logged.*not killed",
       K.close_killed(l)[1].text)
     -- through K.check, under its own name
-    local s = K.check(logs({ "K 503 30 1 1 -1 2" }), { plan = PLAN, st = 3 })
+    local s = K.check(logs({ "K 503 30 1 1 -1 603" }), { plan = PLAN, st = 3 })
     assert.equal(1, s.counts.killed)
   end)
 end)

@@ -130,7 +130,7 @@ describe("zklock over TLS and SASL", function()
     rc, out = finished(cli_env("", "holders", srv.connect_string,
       H.path("cli-tls"), "--tls-ca", t.ca))
     assert.equal(UNAVAILABLE, rc)
-    assert.matches("wants a client certificate", out, 1, true)
+    assert.matches("requires a client certificate", out, 1, true)
     H.assert_no_orphans(srv)
     srv:close()
   end)

@@ -127,11 +127,11 @@ describe("TLS peers", function()
     u2:close()
   end)
 
-  it("no client certificate where the server wants one: fails with why",
+  it("no client certificate where the server requires one: fails with why",
      function()
     fails_tls(elsewhere.connect_string,
       { tls = with(certs.anonymous, "verify_host", false) },
-      "the server " .. elsewhere.connect_string .. " wants a client " ..
+      "the server " .. elsewhere.connect_string .. " requires a client " ..
       "certificate")
   end)
 

@@ -5,9 +5,9 @@
 -- is_held(), may write the target's counter fenced by its token, and
 -- releases.  Its log is a chaos worker's (spec/chaos/worker_log.lua,
 -- shared as it is), process tag "<pid>.0", plus the lines the driver
--- needs when it kills the worker with SIGKILL mid-hold: O (a hold begun:
--- id, target, task, t0, its first is_held() true, token, pass, node) and
--- OT (id, the newest is_held() true).  A
+-- needs when it kills the worker with SIGKILL mid-hold: O (a hold begun,
+-- logged as the acquire returns: id, target, task, t0, -1, token, pass,
+-- node) and OT (id, each newer is_held() true).  A
 -- hold with an O and no H was killed: the checker gives it the end it
 -- had, its last true answer (spec/chaos/checks/killed.lua).
 local zngx = require "zklock.ngx"
@@ -42,21 +42,23 @@ function M.init_worker()
     id = "chaos ngx " .. pid })))
 end
 
--- Work for about d seconds under hold h, sampling is_held(); each newer
--- true answer is logged (OT), at most every 50 ms.
+-- Ask is_held() (W.sample), and log each newer true answer (OT): a hold
+-- cut short by SIGKILL ends, for the checkers, at its last one.
+local function sample(h, check)
+  local before = h.t1
+  local held = W.sample(h, check)
+  if h.t1 > before then W.L("OT", h.id, h.t1) end
+  return held
+end
+
+-- Work for about d seconds under hold h, sampling is_held().
 local function work(h, check, d)
-  local now, last = W.now, -1
-  local t = now() + d
+  local t = W.now() + d
   repeat
-    W.sample(h, check)
-    if h.t1 > last + 0.05 then
-      last = h.t1
-      W.L("OT", h.id, h.t1)
-    end
+    sample(h, check)
     ngx.sleep(W.R:float() * 0.03)
-  until now() >= t
-  W.sample(h, check)
-  W.L("OT", h.id, h.t1)
+  until W.now() >= t
+  sample(h, check)
 end
 
 --- GET /hold: one hold of a mutex drawn from the plan.
@@ -79,20 +81,26 @@ function M.hold()
     W.log_acquire("mutex", t.name, task, t_s, "fail", code, timeout)
     return ngx.say("not held: ", code)
   end
-  W.log_acquire("mutex", t.name, task, t_s, "ok", "-", timeout)
-  task.ts = t_s
+  -- (O before anything else: a hold is on record from its acquire; its
+  -- first is_held() true follows as an OT)
   local token, pass = m:token()
   local h = W.new_hold("mutex", t.name, task, token, m:node(), nil, pass)
+  W.L("O", h.id, t.name, task.name, h.t0, -1, h.token, h.pass, h.node)
+  W.log_acquire("mutex", t.name, task, t_s, "ok", "-", timeout)
+  task.ts = t_s
+  h.ts = t_s
   local check = function() return m:is_held(), m:node() end
-  W.sample(h, check)
-  W.L("O", h.id, t.name, task.name, h.t0, h.t1, h.token, h.pass, h.node)
-  work(h, check, R:pick({ 0.02, 0.1, 0.3, 0.6 }))
-  if R:chance(0.5) then
-    W.fenced_increment(task, t, m, h.token, false, h)
-    W.sample(h, check)
-  end
-  local _, err = W.released(h, function() return m:release() end)
-  if h.rel == "raised" then W.unexpected(task, "mutex:release", err) end
+  local held_ok, err = pcall(function()
+    sample(h, check)
+    work(h, check, R:pick({ 0.02, 0.1, 0.3, 0.6 }))
+    if R:chance(0.5) then
+      W.fenced_increment(task, t, m, h.token, false, h)
+      sample(h, check)
+    end
+  end)
+  if not held_ok then W.unexpected(task, "mutex hold", err) end
+  local _, rerr = W.released(h, function() return m:release() end)
+  if h.rel == "raised" then W.unexpected(task, "mutex:release", rerr) end
   W.log_hold(h)
   ngx.say(h.rel)
 end

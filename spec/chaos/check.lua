@@ -49,7 +49,7 @@ local FIELDS = {
   -- the driver's: F kind t0 t1 who; X t node; Y t target; K (an nginx
   -- worker killed: checks/killed.lua)
   F = { "kind", "t0", "t1", "who" },
-  K = { "who", "t", "held", "queued", "gone", "workers" },
+  K = { "who", "t", "held", "queued", "gone", "fresh" },
   -- an nginx worker's hold begun (O), and its newest is_held() true (OT)
   O = { "id", "target", "task", "t0", "t1", "token", "pass", "node" },
   OT = { "id", "t" },
@@ -60,7 +60,7 @@ local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
   v = 1, zxid = 1, t = 1, k = 1, held = 1, pass = 1, e0 = 1, e1 = 1,
   x_s = 1, x_e = 1, secs = 1, t1b = 1, after = 1, queued = 1,
-  gone = 1, workers = 1 }
+  gone = 1, fresh = 1 }
 
 --- Parse log text into records by kind: { H = {...}, A = {...}, ... }.
 function K.parse(text, into)
@@ -121,7 +121,7 @@ function K.check(logs, env)
     dbarrier = K.dbarrier(logs, env.plan, after),
     processes = {},
     orphans = {},
-    killed = K.killed(logs, st + 2, env.ngx_workers),
+    killed = K.killed(logs, st + 2),
   }
   for _, x in ipairs(closed) do res.killed[#res.killed + 1] = x end
   -- (an untrue answer breaks the contract too: checks/answers.lua; and

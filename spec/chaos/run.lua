@@ -366,7 +366,7 @@ function C.run(profile, seed, opts)
       K.parse(H.read(f), logs)
     end
     summary = K.check(logs, { plan = plan, finals = finals, st = st,
-      processes = processes, orphans = orphans, ngx_workers = 2 })
+      processes = processes, orphans = orphans })
     summary.t_start = plan.t0
   end)
   -- CHAOS_KEEP_DIR=dir: the logs copied there (the run directory of

@@ -3,10 +3,11 @@
 -- spec/chaos/chaos_ngx.lua against the run's ensemble, loaded by curl
 -- loops until the run's end; and the fault that kills one of their
 -- workers with SIGKILL, whether it holds a lock, waits for one or neither.
--- The driver then waits for the killed worker's nodes to go with its
--- session and for the master's new worker, and logs K: who, when, the
--- nodes it held and those it waited with, when the last went (-1: not
--- within the bound), how many workers serve again
+-- The driver then lists the killed worker's nodes until they have gone
+-- with its session, waits for the master's new worker to connect its own,
+-- and logs K: who, when, the nodes it held and those it waited with at
+-- the first listing (-1: no listing answered), when none was left (-1:
+-- not within the bound), the new worker's pid (0: none connected)
 -- (spec/chaos/checks/killed.lua).
 local core = require "zklock.core"
 local N = require "spec.nginx"
@@ -32,19 +33,28 @@ function X.start(H, n, plan, plan_file)
   end
   local env = ("CHAOS_ROOT='%s' CHAOS_PLAN='%s' CHAOS_LOGS='%s'")
     :format(ROOT, plan_file, set.logs)
-  for i = 1, n do
-    set.instances[i] = N.start({ hosts = plan.hosts, workers = WORKERS,
-      conf = ROOT .. "/spec/chaos/nginx.conf", env = env })
+  local ok, err = pcall(function()
+    for i = 1, n do
+      set.instances[i] = N.start({ hosts = plan.hosts, workers = WORKERS,
+        conf = ROOT .. "/spec/chaos/nginx.conf", env = env })
+    end
+  end)
+  if not ok then -- (those started stop: the caller has no set to stop)
+    for _, inst in ipairs(set.instances) do inst:stop() end
+    error(err, 0)
   end
   -- (the load: curl loops that stop by themselves at the run's end, in a
   -- process group of their own, killed at stop if still there)
   local secs = math.max(1, math.floor(plan.t_end - core.now()))
   for _, inst in ipairs(set.instances) do
     local script = H.tmpname("chaos-load")
+    -- (curl's own bound above a request's longest: the acquire, work,
+    -- a fenced write and the release, each bounded by session timeouts;
+    -- a refused connection waits a moment before the next)
     H.write(script, ("end=$(( $(date +%%s) + %d ))\nfor i in $(seq %d); " ..
       "do\n  ( while [ $(date +%%s) -lt $end ]; do curl -s -m %d -o " ..
-      "/dev/null '%s'; done ) &\ndone\nwait\n"):format(secs, LOADERS,
-      math.ceil(plan.st * 4 + 5), inst:url("/hold")))
+      "/dev/null '%s' || sleep 0.2; done ) &\ndone\nwait\n"):format(secs,
+      LOADERS, math.ceil(plan.st * 10 + 30), inst:url("/hold")))
     local fh = assert(io.popen(("setsid sh '%s' >/dev/null 2>&1 & echo $!")
       :format(script)))
     set.loads[#set.loads + 1] = tonumber(fh:read("*l"))
@@ -64,42 +74,57 @@ end
 -- false when there was none to kill.
 function X.kill(H, set, rf, direct, E, st)
   local inst = set.instances[rf:int(1, #set.instances)]
-  local ws = inst:workers()
+  local ws = {}
+  for _, w in ipairs(inst:workers()) do
+    if alive(w) then ws[#ws + 1] = w end
+  end
   if #ws == 0 then return false end
   local pid = ws[rf:int(1, #ws)]
   local id = "chaos ngx " .. pid
-  -- its nodes, by the id it writes in them: the first of a queue holds
-  local nodes, held, queued = {}, 0, 0
-  for _, t in ipairs(set.targets) do
-    local recs = direct:mutex(t.path):participants(5, true) or {}
-    for i, r in ipairs(recs) do
-      if r.id == id then
-        nodes[#nodes + 1] = r.node
-        if i == 1 then held = held + 1 else queued = queued + 1 end
-      end
-    end
-  end
   os.execute("kill -KILL " .. pid .. " 2>/dev/null")
   local deadline = core.now() + 5
   while alive(pid) and core.now() < deadline do H.nap(0.01) end
   local t_kill = core.now()
-  -- its nodes go with its session (bounded: the checker judges how soon)
-  local gone = -1
+  -- its nodes, listed once it can make no more, by the id it writes in
+  -- them (the first of a queue holds); again until none is left: when
+  -- they went (a create it sent before dying lands in a later listing)
+  local function its_nodes()
+    local held, queued = 0, 0
+    for _, t in ipairs(set.targets) do
+      local recs = direct:mutex(t.path):participants(2, true)
+      if not recs then return nil end
+      for i, r in ipairs(recs) do
+        if r.id == id then
+          if i == 1 then held = held + 1 else queued = queued + 1 end
+        end
+      end
+    end
+    return held, queued
+  end
+  local held, queued, gone = -1, -1, -1 -- (-1: never listed)
   deadline = t_kill + 3 * st + 10
   repeat
-    local left = 0
-    for _, node in ipairs(nodes) do
-      local _, _, code = direct:get(node, 5)
-      if code ~= "no_node" then left = left + 1 end
-    end
-    if left == 0 then gone = core.now() end
-    if gone < 0 then H.nap(0.1) end
+    local h, q = its_nodes()
+    if h and held < 0 then held, queued = h, q end
+    if h and h + q == 0 then gone = core.now() else H.nap(0.1) end
   until gone >= 0 or core.now() > deadline
-  -- the master starts another worker
-  deadline = core.now() + 10
-  while #inst:workers() < WORKERS and core.now() < deadline do H.nap(0.05) end
+  -- the master starts another worker, which opens its own session
+  local fresh = 0
+  deadline = core.now() + 15
+  repeat
+    for _, w in ipairs(inst:workers()) do
+      if w ~= pid and alive(w) and not H.contains(ws, w) then
+        local log = H.read(("%s/ngx-%d.log"):format(set.logs, w)) or ""
+        if log:find("\nZ " .. w .. "%.0/0 connected ") or
+            log:find("^Z " .. w .. "%.0/0 connected ") then
+          fresh = w
+        end
+      end
+    end
+    if fresh == 0 then H.nap(0.05) end
+  until fresh ~= 0 or core.now() > deadline
   E("K", tostring(pid), ("%.6f"):format(t_kill), held, queued,
-    ("%.6f"):format(gone), #inst:workers())
+    ("%.6f"):format(gone), fresh)
   return tostring(pid)
 end
 
@@ -107,8 +132,11 @@ end
 -- at once), the load with them.
 function X.stop(set)
   for _, pid in ipairs(set.loads) do
-    os.execute(("kill -TERM -- -%d 2>/dev/null"):format(pid))
+    if alive(pid) then
+      os.execute(("kill -TERM -- -%d 2>/dev/null"):format(pid))
+    end
   end
+  set.loads = {}
   for _, inst in ipairs(set.instances) do inst:stop() end
 end
 

@@ -212,6 +212,11 @@ return function(W, logfile)
     local data, _, gcode = W.zk:get(t.counter, plan.st)
     if data == nil and gcode ~= "no_node" then return end
     seen(t, data, "get")
+    -- (a mutex broken on purpose, two holders at once: they read, then
+    -- write, a moment apart, so that their updates meet and one is lost
+    -- for the fencing checker to find, chaos_spec; by chance alone it
+    -- missed two seeds in a row under LuaJIT)
+    if W.broken and W.broken.mutex and t.name == "m2" then W.sleep(0.05) end
     local v, tag = counter_value(data) + 1, write_tag()
     local new = counter_data(v, big, tag)
     if not fits(lock, t, new) then

@@ -84,7 +84,8 @@ local function secure_opts(opts)
   local ca = get("tls.ca", "tls_ca", "ZKLOCK_TLS_CA")
   local cert = get("tls.cert", "tls_cert", "ZKLOCK_TLS_CERT")
   local key = get("tls.key", "tls_key", "ZKLOCK_TLS_KEY")
-  if ca or cert or key then
+  -- (--tls-no-verify-host alone is half a TLS set-up: a usage error)
+  if ca or cert or key or opts.tls_no_verify_host then
     tls = { ca = ca, cert = cert, key = key,
             key_password = key and env("ZKLOCK_TLS_KEY_PASSWORD") or nil }
     if opts.tls_no_verify_host then tls.verify_host = false end

@@ -2,8 +2,8 @@
 -- (spec/chaos/run_ngx.lua, spec/chaos/chaos_ngx.lua): a killed worker's
 -- holds end with its session, within the session timeout and a bound
 -- (ZooKeeper expires sessions on its tick); nothing of it stays; its
--- master starts another worker, which holds nothing of it (its nodes are
--- gone: a worker's session is its own, opened in init_worker).  And the
+-- master starts another worker, which connects a session of its own (in
+-- init_worker: nothing of the killed one's passes to it).  And the
 -- holds it had begun (O) but never ended (no H) are given the end they
 -- had, the last is_held() true it logged (OT), so that the other
 -- checkers weigh them like any hold.
@@ -25,7 +25,8 @@ return function(K, U)
         local k = kills[proc_of(o.task)]
         if not k or k.t < o.t0 then
           v[#v + 1] = { t = o.t0, text = ("%s's hold of %s begun at %.3f " ..
-            "never ended, and its process was not killed"):format(o.task,
+            "never ended (no release logged: a Lua error? nginx's " ..
+            "error.log), and its process was not killed"):format(o.task,
             o.target, o.t0) }
         end
         local t1 = math.max(o.t1, last[o.id] or -1)
@@ -38,24 +39,28 @@ return function(K, U)
     return v
   end
 
-  --- Each kill (K): the worker's nodes gone within `bound` seconds of its
-  -- death (its session timeout and ZooKeeper's tick), its instance's
-  -- workers back to `workers`.
-  function K.killed(logs, bound, workers)
+  --- Each kill (K): the worker's nodes (listed once it was dead, then
+  -- again until none was left) gone within `bound` seconds of its death
+  -- (its session timeout and ZooKeeper's tick), and its master's new
+  -- worker connected with a session of its own.
+  function K.killed(logs, bound)
     local v = {}
     for _, k in ipairs(list(logs, "K")) do
-      local nodes = k.held + k.queued
-      if nodes > 0 and k.gone < 0 then
-        v[#v + 1] = { t = k.t, text = ("ngx worker %s killed at %.3f: its " ..
-          "%d node(s) still there long after"):format(k.who, k.t, nodes) }
-      elseif nodes > 0 and k.gone - k.t > bound then
-        v[#v + 1] = { t = k.t, text = ("ngx worker %s killed at %.3f: its " ..
-          "%d node(s) went %.2f s after, past %.2f s"):format(k.who, k.t,
-          nodes, k.gone - k.t, bound) }
+      local function say(what)
+        v[#v + 1] = { t = k.t, text = ("ngx worker %s killed at %.3f: %s")
+          :format(k.who, k.t, what) }
       end
-      if k.workers < (workers or 2) then
-        v[#v + 1] = { t = k.t, text = ("ngx worker %s killed at %.3f: its " ..
-          "master serves with %d worker(s)"):format(k.who, k.t, k.workers) }
+      local nodes = k.held + k.queued
+      if k.held < 0 then
+        say("its nodes could not be listed (nothing verified)")
+      elseif k.gone < 0 then
+        say(("its %d node(s) still there long after"):format(nodes))
+      elseif k.gone - k.t > bound then
+        say(("its %d node(s) went %.2f s after, past %.2f s"):format(nodes,
+          k.gone - k.t, bound))
+      end
+      if k.fresh == 0 then
+        say("its master's new worker never connected a session of its own")
       end
     end
     return v

@@ -111,7 +111,7 @@ static int secure_said_alert(char *why, size_t n, const char *host,
                              const char *port, const zkl_secure *s,
                              int cert_alert, const char *what) {
   if (cert_alert && !s->cert)
-    snprintf(why, n, "the server %s:%s wants a client certificate (%s): "
+    snprintf(why, n, "the server %s:%s requires a client certificate (%s): "
              "tls.cert and tls.key, or a server with ssl.clientAuth=none "
              "(docs/security.md)", host, port, secure_ossl_why("an alert"));
   else if (cert_alert)
@@ -152,6 +152,10 @@ static int secure_wait(SSL *ssl, int fd, int rc, double until) {
  * name; 0 when OpenSSL could not take it. */
 static int secure_expect_host(SSL *ssl, const char *host) {
   unsigned char b[16];
+  /* (as the C client checks: the subject alternative names only, a
+   * wildcard a whole label) */
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
   if (inet_pton(AF_INET, host, b) == 1 || inet_pton(AF_INET6, host, b) == 1)
     return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1;
   return SSL_set1_host(ssl, host) == 1;

@@ -144,6 +144,11 @@ typedef int (*secure_cb_fn)(void);
 zkl_secure *zkl_secure_new(const zkl_secure_opts *o, zkl_error *err) {
   zkl_secure *s = calloc(1, sizeof *s);
   int bad = !s;
+  if (s && o->ca && !o->cert != !o->key) {
+    zkl_secure_free(s);
+    zkl_seterr(err, ZKL_ETLS, "tls: cert and key go together");
+    return NULL;
+  }
   if (s && o->ca) {
     int mine = o->cert && o->key; /* (a client certificate) */
     size_t n = strlen(o->ca) + (mine ? strlen(o->cert) + strlen(o->key) : 0) +
