@@ -36,8 +36,13 @@ function M.init_worker()
     end
   end
   -- (the moving profile's workers reach the members themselves, and
-  -- follow the ensemble: so does zklock.ngx)
-  W.zk = W.new_client(assert(zngx.connect(plan.hosts, {
+  -- follow the ensemble: so does zklock.ngx; a worker started after the
+  -- members changed connects to those of now, which the driver keeps in
+  -- CHAOS_HOSTS: the plan's may all be gone, docs/ensemble.md)
+  local f = io.open(os.getenv("CHAOS_HOSTS") or "")
+  local hosts = f and f:read("*l") or plan.hosts
+  if f then f:close() end
+  W.zk = W.new_client(assert(zngx.connect(hosts, {
     session_timeout = plan.st, connect_timeout = 30,
     id = "chaos ngx " .. pid })))
 end

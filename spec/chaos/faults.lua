@@ -68,6 +68,8 @@ return function(x)
       for _, m in ipairs(out) do
         assert(cl:add({ observer = what == "observer" }))
         assert(cl:remove(m))
+        -- (the nginx instances' new workers connect to the members now)
+        if x.ngx then x.RN.hosts(H, x.ngx, cl.connect_string) end
       end
       return what
     end,

@@ -31,8 +31,13 @@ function X.start(H, n, plan, plan_file)
       set.targets[#set.targets + 1] = plan.targets[name]
     end
   end
-  local env = ("CHAOS_ROOT='%s' CHAOS_PLAN='%s' CHAOS_LOGS='%s'")
-    :format(ROOT, plan_file, set.logs)
+  -- (the servers a new worker connects to: the ensemble's members now,
+  -- kept by the driver as they change, X.hosts; the plan's are the first
+  -- ones, all gone once the voting set has moved)
+  set.hosts_file = H.tmpname("chaos-ngx-hosts")
+  H.write(set.hosts_file, plan.hosts)
+  local env = ("CHAOS_ROOT='%s' CHAOS_PLAN='%s' CHAOS_LOGS='%s' " ..
+    "CHAOS_HOSTS='%s'"):format(ROOT, plan_file, set.logs, set.hosts_file)
   local ok, err = pcall(function()
     for i = 1, n do
       set.instances[i] = N.start({ hosts = plan.hosts, workers = WORKERS,
@@ -128,6 +133,13 @@ function X.kill(H, set, rf, direct, E, st)
   return tostring(pid)
 end
 
+--- The ensemble's members changed: the servers a new worker connects to
+-- (as a deployment keeps its nginx's ZooKeeper hosts current).
+function X.hosts(H, set, hosts)
+  H.write(set.hosts_file .. ".new", hosts)
+  assert(os.rename(set.hosts_file .. ".new", set.hosts_file))
+end
+
 --- The instances stopped (gracefully: their sessions end, their nodes go
 -- at once), the load with them.
 function X.stop(set)
@@ -161,7 +173,10 @@ function X.cleanup(set, keep, remove)
   for _, f in ipairs(X.logs(set)) do
     keep(f, f:match("[^/]+$"))
   end
-  if remove then os.execute("rm -rf '" .. set.logs .. "'") end
+  if remove then
+    os.execute("rm -rf '" .. set.logs .. "'")
+    os.remove(set.hosts_file)
+  end
 end
 
 return X
