@@ -7,7 +7,6 @@
 -- timed out; prints one line: "own N shared N failed N connected N".
 --
 --   capacity_worker.lua HOSTS FIRST SESSIONS SHARED_LOCKS COHORT M0 M1 END
-local zklock = require "zklock"
 local zcq = require "zklock.cqueues"
 local cqueues = require "cqueues"
 local core = require "zklock.core"
