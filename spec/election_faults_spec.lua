@@ -14,13 +14,7 @@ describe("leader election under faults", function()
   lazy_setup(function()
     cl = H.testing.cluster(3, { min_session_timeout = 1000 })
   end)
-  lazy_teardown(function()
-    if cl then
-      assert(cl:wait_quorum(30))
-      H.assert_no_orphans(cl)
-      cl:close()
-    end
-  end)
+  lazy_teardown(function() H.end_cluster(cl) end)
 
   -- The workers: { p, log, killed_at }
   local function spawn(n, path, stop, broken, list)

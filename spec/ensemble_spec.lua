@@ -7,13 +7,7 @@ describe("a 3-member ensemble", function()
   local cl
 
   lazy_setup(function() cl = H.testing.cluster(3) end)
-  lazy_teardown(function()
-    if cl then
-      assert(cl:wait_quorum(30))
-      H.assert_no_orphans(cl)
-      cl:close()
-    end
-  end)
+  lazy_teardown(function() H.end_cluster(cl) end)
 
   local function connect() return H.connect(cl, { session_timeout = 10 }) end
 

@@ -190,6 +190,44 @@ function H.fixture(up, check)
   return setup, teardown
 end
 
+-- A connect that fails: what it returned, and how long it took (the
+-- connect timeout defaults to 30 s).  TLS verdicts come in about a second;
+-- the specs assert "before the connect timeout" (under valgrind a
+-- handshake takes seconds, and a retry may be needed).
+function H.failing_connect(hosts, opts)
+  opts.connect_timeout = opts.connect_timeout or 30
+  local t0 = H.now()
+  local c, msg, code = zklock.connect(hosts, opts)
+  if c then c:close() end
+  return c, msg, code, H.now() - t0
+end
+
+-- A connect with `opts` fails with code tls, a message that holds `says`,
+-- within `within` seconds.
+function H.fails_tls(hosts, opts, says, within)
+  local c, msg, code, took = H.failing_connect(hosts, opts)
+  -- (plain asserts: this file is loaded outside busted too)
+  assert(c == nil, "connected")
+  assert(code == "tls", ("code %s, not tls: %s"):format(tostring(code),
+    tostring(msg)))
+  assert(tostring(msg):find(says, 1, true), ("message %q does not hold %q")
+    :format(tostring(msg), says))
+  assert(took < within, "took " .. took)
+end
+
+-- A describe block's ensemble at its end: settled again (a spec may have
+-- stopped a member), no lock node left, then closed, even when a check
+-- failed (which is raised after).
+function H.end_cluster(cl)
+  if not cl then return end
+  local ok, err = pcall(function()
+    assert(cl:wait_quorum(30))
+    H.assert_no_orphans(cl)
+  end)
+  cl:close()
+  if not ok then error(err, 0) end
+end
+
 function H.ephemerals(srv)
   local out = {}
   local text = srv:four_letter("dump") or ""

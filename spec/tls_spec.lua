@@ -10,27 +10,10 @@ local H = require "spec.helpers"
 local zklock = H.zklock
 local unpack = table.unpack or unpack
 
--- what a failed connect returned, and how long it took.  A verdict comes
--- in about a second; "before the connect timeout" is what is asserted
--- (under valgrind a handshake takes seconds, and a retry may be needed).
+-- (a failed connect and its time, and a TLS failure's code, message and
+-- time: H.failing_connect, H.fails_tls; the connect timeout is 30 s)
 local TIMEOUT = 30
-local function failing(hosts, opts)
-  opts.connect_timeout = opts.connect_timeout or TIMEOUT
-  local t0 = H.now()
-  local c, msg, code = zklock.connect(hosts, opts)
-  if c then c:close() end
-  return c, msg, code, H.now() - t0
-end
-
--- a connect with `opts` fails with code tls, a message that holds `says`,
--- within `within` seconds
-local function fails_tls(hosts, opts, says, within)
-  local c, msg, code, took = failing(hosts, opts)
-  assert.is_nil(c)
-  assert.equal("tls", code)
-  assert.matches(says, msg, 1, true)
-  assert.is_true(took < within, "took " .. took)
-end
+local failing, fails_tls = H.failing_connect, H.fails_tls
 
 describe("TLS", function()
   local srv, certs, zk

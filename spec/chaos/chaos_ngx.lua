@@ -89,11 +89,10 @@ function M.hold()
   -- (O before anything else: a hold is on record from its acquire; its
   -- first is_held() true follows as an OT)
   local token, pass = m:token()
+  task.ts = t_s -- (the acquire's start: new_hold takes it)
   local h = W.new_hold("mutex", t.name, task, token, m:node(), nil, pass)
   W.L("O", h.id, t.name, task.name, h.t0, -1, h.token, h.pass, h.node)
   W.log_acquire("mutex", t.name, task, t_s, "ok", "-", timeout)
-  task.ts = t_s
-  h.ts = t_s
   local check = function() return m:is_held(), m:node() end
   local held_ok, err = pcall(function()
     sample(h, check)
