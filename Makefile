@@ -41,7 +41,7 @@ DEPS = zookeeper libzookeeper-mt-dev libzookeeper-java dpkg-dev cmake \
        libssl-dev libsasl2-dev libsasl2-modules openssl lua5.4 liblua5.4-dev luajit2 \
        libluajit2-5.1-dev lua-busted \
        libcurator-recipes-java python3-kazoo default-jdk-headless \
-       nginx-light libnginx-mod-http-lua curl wrk nghttp2-client \
+       nginx-light libnginx-mod-http-lua curl wrk nghttp2-client nftables \
        python3-prometheus-client \
        lua-cqueues lua-luv lua-copas \
        luarocks

@@ -76,6 +76,7 @@ build = {
     ["zklock.testing.secure"] = "lua/zklock/testing/secure.lua",
     ["zklock.testing.server"] = "lua/zklock/testing/server.lua",
     ["zklock.testing.cluster"] = "lua/zklock/testing/cluster.lua",
+    ["zklock.testing.partition"] = "lua/zklock/testing/partition.lua",
     ["zklock.loop"] = "lua/zklock/loop.lua",
     ["zklock.luv"] = "lua/zklock/luv.lua",
     ["zklock.ngx"] = "lua/zklock/ngx.lua",

@@ -14,12 +14,14 @@ local P = require "zklock.testing.process"
 local secure = require "zklock.testing.secure"
 local server = require "zklock.testing.server"
 local cluster = require "zklock.testing.cluster"
+local partition = require "zklock.testing.partition"
 argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 -- The parts (their doc comments are on this module's page: config.ld):
 -- zklock.testing.process, one server's JVM and files (internal);
 -- .secure, certificates and TLS/SASL servers; .server, a standalone
--- server and the Server class; .cluster, an ensemble.
+-- server and the Server class; .cluster, an ensemble; .partition, cuts
+-- between an ensemble's members (internal).
 local M = {}
 
 local HOST, live, close = P.HOST, P.live, P.close
@@ -54,6 +56,13 @@ function M.proxy(target)
   end
   return p
 end
+
+--- Whether this machine can cut cluster members off from each other
+-- (`cluster(n, { partitions = true })`): nftables, a cgroup v2 hierarchy
+-- under /sys/fs/cgroup, and root (docs/testing.md, "Partitions").
+-- @function partitions
+-- @return true, or nil and why not
+M.partitions = partition.supported
 
 -- For the specs' own process handling: state letter and start time of a
 -- process, or nil when there is none.

@@ -83,6 +83,29 @@ return function(x)
       leader:start(30)
       return "all"
     end,
+    -- (a minority of the members cut off from the rest by a packet
+    -- filter, zklock.testing's cluster:cut: docs/testing.md, "Partitions";
+    -- up to (voters - 1) / 2 voters, the observer perhaps with them)
+    partition = function()
+      if not (cl and cl.net) then return false end
+      local voters, observers = {}, {}
+      for _, m in ipairs(members) do
+        local md = (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
+        local list = md == "observer" and observers or voters
+        list[#list + 1] = m
+      end
+      local out = {}
+      for _ = 1, rf:int(1, math.max(1, math.floor((#voters - 1) / 2))) do
+        out[#out + 1] = table.remove(voters, rf:int(1, #voters))
+      end
+      if #observers > 0 and rf:int(0, 1) == 1 then
+        out[#out + 1] = observers[1]
+      end
+      assert(cl:cut(out))
+      H.nap(st * 2 + 1)
+      cl:heal()
+      return "all"
+    end,
     cut = function()
       for _, p in ipairs(proxies) do p:cut() end
       return "all"

@@ -25,7 +25,10 @@ local C = {}
 -- (SIGSTOP past the session), pause (a server frozen past the session),
 -- restart (a server, or a follower), kill_leader (ensemble), cut (every
 -- connection through the proxies), expire (the proxies stall both ways
--- past the session: every session through them expires)
+-- past the session: every session through them expires); `moving`'s
+-- partition: a minority of the members (the leader perhaps among them)
+-- cut off from the rest by a packet filter for twice the session
+-- timeout, then healed (zklock.testing's cluster:cut)
 C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
   "kill_leader" }
 
@@ -111,8 +114,9 @@ C.PROFILES = {
   -- among the faults (nginx_kill: run_ngx.lua)
   moving = { workers = 5, seconds = 180, st = 3, fault_every = 3.5,
     chaos_every = 1.5, ensemble = 5, observers = 1, reconfig = true,
-    direct = true, nginx = 2, faults = { "reconfig", "reconfig",
-      "kill_leader", "pause", "restart", "nginx_kill", "nginx_kill" } },
+    direct = true, nginx = 2, partitions = true,
+    faults = { "reconfig", "reconfig", "kill_leader", "pause", "restart",
+      "partition", "nginx_kill", "nginx_kill" } },
 }
 
 --- A profile like `name`'s, with only the composition `only` left in
@@ -172,8 +176,13 @@ function C.run(profile, seed, opts)
   local srv, cl, members
   local transport = "plain"
   if prof.ensemble then
+    -- (partitions: a packet filter's, where this machine has one)
+    local cuts, why = prof.partitions and testing.partitions()
+    if prof.partitions and not cuts then
+      log("chaos: no partition faults here: " .. why)
+    end
     cl = testing.cluster(prof.ensemble == true and 3 or prof.ensemble,
-      { reconfig = prof.reconfig })
+      { reconfig = prof.reconfig, partitions = cuts or nil })
     for _ = 1, prof.observers or 0 do assert(cl:add({ observer = true })) end
     members = cl.members -- (moved in place by a reconfiguration)
   else

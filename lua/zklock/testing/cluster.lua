@@ -12,6 +12,7 @@ local argcheck = require "zklock.rt.check"
 local P = require "zklock.testing.process"
 local server = require "zklock.testing.server"
 local secure = require "zklock.testing.secure"
+local net = require "zklock.testing.partition"
 argcheck.internal_file() -- (bad arguments point past this file, at the caller)
 
 local M = {}
@@ -144,6 +145,8 @@ function Cluster:add(opts)
   servers[#servers + 1] = member_line(id, ports, "observer")
   local st = new_state(ports.client, cl.opts, id, servers)
   st.jvm_opts = (st.jvm_opts or "") .. cl.jvm_opts
+  st.quorum_port, st.election_port = ports.quorum, ports.election
+  if cl.net then net.join(cl.net, st) end
   spawn(st)
   local member = core.box(server_mt, st)
   local line = member_line(id, ports, role)
@@ -199,10 +202,50 @@ function Cluster:config()
   return tcore.reconfig(cl.connect_string, nil, nil, SUPER, 10)
 end
 
---- Kills every member and removes their directories. Idempotent; also
--- done when the object is collected.
+--- Cuts `members` (a list of members, or one) off from the others (a
+-- cluster made with `partitions = true`): no packet passes between their
+-- quorum and election ports and the other members' until `heal`; their
+-- client ports stay open.  A cut replaces the one before.
+-- (docs/testing.md, "Partitions")
+-- @param members the members to cut off
+function Cluster:cut(members)
+  local cl = core.unbox(self)
+  if not cl.net then
+    error("zklock.testing: cluster:cut needs a cluster made with " ..
+      "partitions = true", 2)
+  end
+  if getmetatable(members) == server_mt then members = { members } end
+  if type(members) ~= "table" then
+    error("zklock.testing: cluster:cut: a member or a list of them " ..
+      "expected, got " .. type(members), 2)
+  end
+  local out, cut, rest = {}, {}, {}
+  for _, m in ipairs(members) do out[m] = true end
+  for _, m in ipairs(cl.members) do
+    local list = out[m] and cut or rest
+    list[#list + 1] = core.unbox(m)
+    out[m] = nil
+  end
+  if next(out) then
+    error("zklock.testing: cluster:cut: not a member of this cluster", 2)
+  end
+  net.cut(cl.net, cut, rest)
+  return true
+end
+
+--- Lifts the cut (`cut`): every member reaches every other again.
+function Cluster:heal()
+  local cl = core.unbox(self)
+  if cl.net then net.heal(cl.net) end
+  return true
+end
+
+--- Kills every member and removes their directories (and a cut).
+-- Idempotent; also done when the object is collected.
 function Cluster:close()
-  for _, m in ipairs(core.unbox(self).members) do close(core.unbox(m)) end
+  local cl = core.unbox(self)
+  if cl.net then net.heal(cl.net) end
+  for _, m in ipairs(cl.members) do close(core.unbox(m)) end
   return true
 end
 
@@ -219,10 +262,13 @@ end
 -- `add`, `remove`, `config`)
 -- (`tls`: every member's client port TLS-only, under one authority:
 -- `true`, or a table from `certificates`)
+-- (`partitions`: true for an ensemble whose members can be cut off from
+-- each other, `cut` and `heal`; needs nftables and cgroup v2, as root:
+-- docs/testing.md, "Partitions")
 -- @return cluster: fields `members` (servers, each with an `id`) and
 -- `connect_string` (with `tls`, `tls` and `certificates` too); methods
 -- `leader`, `wait_quorum`, `close`, and with `reconfig`, `add`, `remove`,
--- `config`
+-- `config`, with `partitions`, `cut` and `heal`
 function M.cluster(n, opts)
   n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
   return with_port_retry(false, function()
@@ -233,6 +279,8 @@ function M.cluster(n, opts)
     end
     local lines, mopts, jvm_opts = nil, {}, ""
     for k, v in pairs(opts) do mopts[k] = v end
+    mopts.partitions = nil
+    local cnet = opts.partitions and net.new() or nil
     if mopts.tls == true then -- (one authority for every member)
       mopts.tls = secure.certificates()
     end
@@ -259,6 +307,9 @@ function M.cluster(n, opts)
       for i = 1, n do
         states[i] = new_state(ports[i], mopts, i, servers)
         states[i].jvm_opts = (states[i].jvm_opts or "") .. jvm_opts
+        states[i].quorum_port = ports[n + i]
+        states[i].election_port = ports[2 * n + i]
+        if cnet then net.join(cnet, states[i]) end
       end
       local deadline = core.now() + (opts.timeout or START_TIMEOUT)
       for i = 1, n do spawn(states[i]) end
@@ -279,7 +330,7 @@ function M.cluster(n, opts)
     return core.box(cluster_mt, { members = members,
       connect_string = table.concat(addrs, ","), lines = lines,
       tls = states[1].tls, certificates = states[1].certificates,
-      next_id = n + 1, opts = mopts, jvm_opts = jvm_opts })
+      next_id = n + 1, opts = mopts, jvm_opts = jvm_opts, net = cnet })
   end)
 end
 

@@ -95,7 +95,8 @@ end
 
 -- A server's state (`st`): host, port, connect_string, dir, own_dir (made
 -- here, removed by close), detach, id (cluster members), jvm (pid),
--- jvm_started, paused, starts. Boxes hold it.
+-- jvm_started, paused, starts; with partitions (partition.lua),
+-- quorum_port, election_port, cgroup_dir, exec_prefix. Boxes hold it.
 
 local function log_path(st) return st.dir .. "/server.log" end
 
@@ -149,7 +150,7 @@ local function spawn(st)
   local cmd = ("cd %s || exit 1; %s%s %s%s -Dzklock.testing.dir=%s -cp %s "
     .. "org.apache.zookeeper.server.quorum.QuorumPeerMain %s "
     .. ">>%s 2>&1 </dev/null & echo $!"):format(quote(st.dir),
-    st.detach and "setsid " or "", JAVA,
+    (st.detach and "setsid " or "") .. (st.exec_prefix or ""), JAVA,
     JVM_OPTS, st.jvm_opts or "", quote(st.dir),
     quote(CLASSPATH .. (st.tls and ":" .. NETTY or "")),
     quote(st.dir .. "/zoo.cfg"), quote(log_path(st)))
@@ -189,6 +190,11 @@ end
 local function close(st)
   if not live[st] then return end
   kill(st)
+  if st.cgroup_dir then -- (partition.lua; empty once its JVM is reaped)
+    poll(3, function()
+      return run("rmdir " .. quote(st.cgroup_dir) .. " 2>/dev/null")
+    end)
+  end
   if st.own_dir then run("rm -rf " .. quote(st.dir)) end
   live[st] = nil
 end

@@ -175,7 +175,7 @@ end
 -- `detach`.
 local CLUSTER_OPTIONS = argcheck.options({ "tick_time", "min_session_timeout",
   "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl",
-  "reconfig", "client_auth" })
+  "reconfig", "client_auth", "partitions" })
 local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach", "tick_time",
   "min_session_timeout", "max_session_timeout", "config", "timeout", "tls",
   "tls_server", "sasl", "client_auth" })
