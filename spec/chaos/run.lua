@@ -177,9 +177,10 @@ function C.run(profile, seed, opts)
   local transport = "plain"
   if prof.ensemble then
     -- (partitions: a packet filter's, where this machine has one)
-    local cuts, why = prof.partitions and testing.partitions()
-    if prof.partitions and not cuts then
-      log("chaos: no partition faults here: " .. why)
+    local cuts, why
+    if prof.partitions then
+      cuts, why = testing.partitions()
+      if not cuts then log("chaos: no partition faults here: " .. why) end
     end
     cl = testing.cluster(prof.ensemble == true and 3 or prof.ensemble,
       { reconfig = prof.reconfig, partitions = cuts or nil })
