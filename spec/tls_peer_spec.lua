@@ -3,8 +3,9 @@
 -- certificate must name the host dialled (by IP address or DNS name); one
 -- for another host fails at once with why, unless tls.verify_host =
 -- false; a server with ssl.clientAuth=none takes a client that presents no
--- certificate, alone and with digest auth; and a 3-member TLS ensemble
--- keeps a hold while its leader is killed.
+-- certificate, alone and with digest auth; a 3-member TLS ensemble keeps
+-- a hold while its leader is killed, and its TLS clients do not follow
+-- its configuration (docs/ensemble.md, "What it does not follow").
 local H = require "spec.helpers"
 
 local zklock = H.zklock
@@ -148,7 +149,11 @@ end)
 describe("a 3-member TLS ensemble", function()
   local cl
 
-  lazy_setup(function() cl = H.testing.cluster(3, { tls = true }) end)
+  -- (reconfig: each member has a plaintext client port too, which its
+  -- configuration names: cl.plain_connect_string)
+  lazy_setup(function()
+    cl = H.testing.cluster(3, { tls = true, reconfig = true })
+  end)
   lazy_teardown(function() H.end_cluster(cl) end)
 
   it("a hold lives through the leader's kill: the session reconnects " ..
@@ -183,5 +188,33 @@ describe("a 3-member TLS ensemble", function()
     assert(old:start())
     zk1:close()
     zk2:close()
+  end)
+
+  it("a TLS client does not follow the ensemble (its configuration names " ..
+     "plaintext ports), where a plaintext client does: both go on",
+     function()
+    local path = H.path("tls-follow")
+    local zk = assert(zklock.connect(cl.connect_string, { tls = cl.tls,
+      session_timeout = 10, connect_timeout = TIMEOUT }))
+    local plain = assert(zklock.connect(cl.plain_connect_string,
+      { session_timeout = 10, connect_timeout = TIMEOUT }))
+    local m, mp = zk:mutex(path), plain:mutex(path)
+    assert.equal(m, m:acquire(10))
+    assert.is_true(m:release())
+    assert.equal(mp, mp:acquire(10))
+    assert.is_true(mp:release())
+    local before, session = zk:servers(), zk:session_id()
+    assert(cl:add())
+    H.wait_until(function()
+      plain:dispatch()
+      return select(2, plain:servers():gsub(",", "")) == 3
+    end, 30, "the plaintext client following to four members")
+    zk:dispatch()
+    assert.equal(before, zk:servers())
+    assert.equal(m, m:acquire(10))
+    assert.is_true(m:release())
+    assert.equal(session, zk:session_id())
+    zk:close()
+    plain:close()
   end)
 end)

@@ -106,10 +106,21 @@ local function three_ports()
   return { client = out[1], quorum = out[2], election = out[3] }
 end
 
+-- A member's plaintext client address (`plain_port`: a TLS member of an
+-- ensemble that takes reconfiguration; the configuration names it).
+local function plain(st)
+  return st.plain_port and (HOST .. ":" .. st.plain_port) or
+    st.connect_string
+end
+
 local function refresh(cl)
-  local addrs = {}
-  for i, m in ipairs(cl.members) do addrs[i] = core.unbox(m).connect_string end
+  local addrs, plains = {}, {}
+  for i, m in ipairs(cl.members) do
+    local st = core.unbox(m)
+    addrs[i], plains[i] = st.connect_string, plain(st)
+  end
   cl.connect_string = table.concat(addrs, ",")
+  cl.plain_connect_string = table.concat(plains, ",")
 end
 
 local function reconfigurable(self, fname)
@@ -136,6 +147,9 @@ function Cluster:add(opts)
   local id = cl.next_id
   cl.next_id = id + 1
   local ports = three_ports()
+  if cl.tls then -- (TLS on its client port; the configuration's is plain)
+    ports.tls, ports.client = ports.client, tcore.free_port()
+  end
   local role = opts.observer and "observer" or "participant"
   -- (its first configuration lists it as an observer: a joiner cannot
   -- form a quorum of its own; the reconfiguration gives its role)
@@ -143,14 +157,15 @@ function Cluster:add(opts)
   for _, l in pairs(cl.lines) do servers[#servers + 1] = l end
   table.sort(servers)
   servers[#servers + 1] = member_line(id, ports, "observer")
-  local st = new_state(ports.client, cl.opts, id, servers)
+  local st = new_state(ports.tls or ports.client, cl.opts, id, servers)
   st.jvm_opts = (st.jvm_opts or "") .. cl.jvm_opts
   st.quorum_port, st.election_port = ports.quorum, ports.election
+  st.plain_port = ports.tls and ports.client
   if cl.net then net.join(cl.net, st) end
   spawn(st)
   local member = core.box(server_mt, st)
   local line = member_line(id, ports, role)
-  local conf, err = tcore.reconfig(cl.connect_string, line, nil, SUPER,
+  local conf, err = tcore.reconfig(cl.plain_connect_string, line, nil, SUPER,
     math.max(1, deadline - core.now()))
   if not conf then
     close(st)
@@ -182,7 +197,7 @@ function Cluster:remove(member, timeout)
   if not at then error("zklock.testing: not a member of this cluster", 2) end
   local rest = {}
   for i, m in ipairs(cl.members) do
-    if i ~= at then rest[#rest + 1] = core.unbox(m).connect_string end
+    if i ~= at then rest[#rest + 1] = plain(core.unbox(m)) end
   end
   local conf, err = tcore.reconfig(table.concat(rest, ","), nil,
     tostring(st.id), SUPER, timeout or START_TIMEOUT)
@@ -199,7 +214,7 @@ end
 -- @return the configuration, or nil and a message
 function Cluster:config()
   local cl = reconfigurable(self, "config")
-  return tcore.reconfig(cl.connect_string, nil, nil, SUPER, 10)
+  return tcore.reconfig(cl.plain_connect_string, nil, nil, SUPER, 10)
 end
 
 --- Cuts `members` (a list of members, or one) off from the others (a
@@ -261,7 +276,9 @@ end
 -- reconfiguration, each member's client address in its configuration:
 -- `add`, `remove`, `config`)
 -- (`tls`: every member's client port TLS-only, under one authority:
--- `true`, or a table from `certificates`)
+-- `true`, or a table from `certificates`; with `reconfig` too, each
+-- member also has a plaintext client port, the one its configuration
+-- names, and `plain_connect_string` lists them)
 -- (`partitions`: true for an ensemble whose members can be cut off from
 -- each other, `cut` and `heal`; needs nftables and cgroup v2, as root:
 -- docs/testing.md, "Partitions")
@@ -273,7 +290,10 @@ function M.cluster(n, opts)
   n, opts = n or 3, check_opts(opts, CLUSTER_OPTIONS, 2, "cluster")
   return with_port_retry(false, function()
     local ports, seen, servers, states = {}, {}, {}, {}
-    while #ports < 3 * n do -- client, quorum and election ports, distinct
+    -- (client, quorum and election ports, distinct; TLS with reconfig: a
+    -- plaintext client port too, which the configuration names)
+    local per = opts.tls and opts.reconfig and 4 or 3
+    while #ports < per * n do
       local p = tcore.free_port()
       if not seen[p] then seen[p], ports[#ports + 1] = true, p end
     end
@@ -295,8 +315,9 @@ function M.cluster(n, opts)
     end
     for i = 1, n do
       if lines then
-        lines[i] = member_line(i, { client = ports[i], quorum = ports[n + i],
-          election = ports[2 * n + i] }, "participant")
+        lines[i] = member_line(i, { client = ports[(per - 1) * n + i],
+          quorum = ports[n + i], election = ports[2 * n + i] },
+          "participant")
         servers[i] = lines[i]
       else
         servers[i] = ("server.%d=%s:%d:%d"):format(i, HOST, ports[n + i],
@@ -309,6 +330,7 @@ function M.cluster(n, opts)
         states[i].jvm_opts = (states[i].jvm_opts or "") .. jvm_opts
         states[i].quorum_port = ports[n + i]
         states[i].election_port = ports[2 * n + i]
+        states[i].plain_port = per == 4 and ports[3 * n + i] or nil
         if cnet then net.join(cnet, states[i]) end
       end
       local deadline = core.now() + (opts.timeout or START_TIMEOUT)
@@ -322,13 +344,14 @@ function M.cluster(n, opts)
       for _, st in ipairs(states) do close(st) end
       error(err, 0)
     end
-    local members, addrs = {}, {}
+    local members, addrs, plains = {}, {}, {}
     for i = 1, n do
       members[i] = core.box(server_mt, states[i])
-      addrs[i] = states[i].connect_string
+      addrs[i], plains[i] = states[i].connect_string, plain(states[i])
     end
     return core.box(cluster_mt, { members = members,
-      connect_string = table.concat(addrs, ","), lines = lines,
+      connect_string = table.concat(addrs, ","),
+      plain_connect_string = table.concat(plains, ","), lines = lines,
       tls = states[1].tls, certificates = states[1].certificates,
       next_id = n + 1, opts = mopts, jvm_opts = jvm_opts, net = cnet })
   end)
