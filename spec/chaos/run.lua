@@ -223,6 +223,15 @@ function C.run(profile, seed, opts)
     -- (a profile whose ensemble moves: the members themselves, followed)
     plan.hosts = prof.direct and cl.connect_string or table.concat(hosts, ",")
     plan.tls, plan.sasl = srv and srv.tls, srv and srv.sasl
+    -- (follow_ensemble = false, drawn per worker, where the ensemble does
+    -- not move: it must change nothing there; where it moves, every
+    -- client follows, or it would lose its session for good when its
+    -- members are gone: docs/ensemble.md)
+    if not prof.reconfig then
+      local rn = G.stream(seed, 61)
+      plan.no_follow = {}
+      for i = 1, prof.workers do plan.no_follow[i] = rn:chance(0.5) end
+    end
     plan.st = st
     plan.weights = prof.weights
     plan.db_period = 4

@@ -60,10 +60,14 @@ if tls and index % 3 ~= 0 then
   end
 end
 
+-- (following the ensemble turned off in some workers: run.lua)
+local follow
+if plan.no_follow and plan.no_follow[index] then follow = false end
+
 local function connect()
   return zklock.connect(plan.hosts, { session_timeout = plan.st,
     connect_timeout = 30, id = "chaos " .. P, tls = tls,
-    sasl = plan.sasl })
+    sasl = plan.sasl, follow_ensemble = follow })
 end
 local zk = W.new_client(assert(connect())) -- (the shared client, "P/0")
 
