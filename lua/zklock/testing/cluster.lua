@@ -315,7 +315,8 @@ function M.cluster(n, opts)
     end
     for i = 1, n do
       if lines then
-        lines[i] = member_line(i, { client = ports[(per - 1) * n + i],
+        lines[i] = member_line(i, { client = ports[per == 4 and 3 * n + i
+          or i],
           quorum = ports[n + i], election = ports[2 * n + i] },
           "participant")
         servers[i] = lines[i]
