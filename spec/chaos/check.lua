@@ -50,6 +50,9 @@ local FIELDS = {
   -- worker killed: checks/killed.lua)
   F = { "kind", "t0", "t1", "who" },
   K = { "who", "t", "held", "queued", "gone", "fresh" },
+  -- why a killed worker's new one was not seen connected (the driver's
+  -- look at the new workers' logs and nginx's error.log)
+  KW = { "who", "why" },
   -- an nginx worker's hold begun (O), and its newest is_held() true (OT)
   O = { "id", "target", "task", "t0", "t1", "token", "pass", "node" },
   OT = { "id", "t" },

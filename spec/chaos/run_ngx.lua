@@ -130,6 +130,29 @@ function X.kill(H, set, rf, direct, E, st)
   until fresh ~= 0 or core.now() > deadline
   E("K", tostring(pid), ("%.6f"):format(t_kill), held, queued,
     ("%.6f"):format(gone), fresh)
+  if fresh == 0 then -- (why not, for the finding: KW)
+    local seen = {}
+    for _, w in ipairs(inst:workers()) do
+      if w ~= pid and not H.contains(ws, w) then
+        local log = H.read(("%s/ngx-%d.log"):format(set.logs, w)) or ""
+        local last = {}
+        for line in log:gmatch("[^\n]+") do
+          if line:find("^[ZSE] ") then last[#last + 1] = line end
+        end
+        seen[#seen + 1] = ("new worker %d (%s): %s"):format(w,
+          alive(w) and "alive" or "gone",
+          table.concat(last, " | ", math.max(1, #last - 2)))
+      end
+    end
+    local errs = {}
+    for line in inst:log():gmatch("[^\n]+") do
+      if line:find("%[error%]") or line:find("%[alert%]") or
+          line:find("%[crit%]") then errs[#errs + 1] = line end
+    end
+    E("KW", tostring(pid), (#seen > 0 and table.concat(seen, "; ") or
+      "no new worker") .. "; error.log: " ..
+      (table.concat(errs, " | ", math.max(1, #errs - 2)):gsub("\n", " ")))
+  end
   return tostring(pid)
 end
 

@@ -44,7 +44,8 @@ return function(K, U)
   -- (its session timeout and ZooKeeper's tick), and its master's new
   -- worker connected with a session of its own.
   function K.killed(logs, bound)
-    local v = {}
+    local v, why = {}, {}
+    for _, w in ipairs(list(logs, "KW")) do why[w.who] = w.why end
     for _, k in ipairs(list(logs, "K")) do
       local function say(what)
         v[#v + 1] = { t = k.t, text = ("ngx worker %s killed at %.3f: %s")
@@ -60,7 +61,8 @@ return function(K, U)
           k.gone - k.t, bound))
       end
       if k.fresh == 0 then
-        say("its master's new worker never connected a session of its own")
+        say("its master's new worker never connected a session of its own"
+          .. (why[k.who] and (" (" .. why[k.who] .. ")") or ""))
       end
     end
     return v
