@@ -143,6 +143,31 @@ describe("zklock.check_token", function()
     zkc:close()
   end)
 
+  it("every kind of hold gives its token in the string form", function()
+    local base = H.path("token")
+    local sem = zk:semaphore(base .. "/s", 2)
+    local lease = assert(sem:acquire(5))
+    assert.equal(zklock.token_string(lease:token()), lease:token("string"))
+    assert.equal(lease:token("string"), sem:token("string"))
+    lease:release()
+    assert.is_nil(lease:token("string"))
+    local ml = zk:multilock({ zk:mutex(base .. "/a"), zk:mutex(base .. "/b") })
+    assert(ml:acquire(5))
+    local t = ml:token()
+    assert.same({ zklock.token_string(t[1]), zklock.token_string(t[2]) },
+      ml:token("string"))
+    ml:release()
+    local latch = assert(zk:leader_latch(base .. "/l"):start())
+    assert(latch:await(10))
+    assert.equal(zklock.token_string(latch:token()), latch:token("string"))
+    latch:close()
+    for _, o in ipairs({ sem, ml, latch }) do
+      assert.has_error(function() o:token(1) end,
+        "bad argument #1 to 'token' (\"string\" or nothing expected, " ..
+        "got number)")
+    end
+  end)
+
   it("misuse raises, naming the argument", function()
     assert.has_error(function() zklock.check_token(nil, "/p", 1) end,
       "bad argument #1 to 'check_token' (zklock client expected)")

@@ -39,6 +39,15 @@ function T.format(czxid, pass)
   return FORM:format(czxid, pass or 0)
 end
 
+--- A token() method's argument: nil, or "string" (argument n of fname).
+function T.check_form(form, n, fname)
+  if form ~= nil and form ~= "string" then
+    argerror(n, fname, "\"string\" or nothing expected, got " ..
+      (type(form) == "string" and ("%q"):format(form) or type(form)))
+  end
+  return form
+end
+
 --- czxid, pass of a token given as the string form, or as a czxid (and a
 -- pass); nil and why for anything else.
 function T.parse(token, pass)

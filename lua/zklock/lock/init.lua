@@ -484,10 +484,7 @@ end
 -- @treturn ?number the pass, for a hold passed within a cohort
 function Lock:token(form)
   local f = fields(self, "token")
-  if form ~= nil and form ~= "string" then
-    argerror(1, "token", "\"string\" or nothing expected, got " ..
-      (type(form) == "string" and ("%q"):format(form) or type(form)))
-  end
+  token.check_form(form, 1, "token")
   local h = hold_of(f)
   if not h or not live(h) then return nil end
   local czxid = select(2, h.att:info())
