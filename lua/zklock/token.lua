@@ -87,7 +87,7 @@ local function holders(zk, path, max_leases, timeout)
     { path .. "/leases", "lease", max_leases or 1 } }
   for _, t in ipairs(tries) do
     local recs, msg, code = call_op(zk, timeout, "_holders", t[1], t[2],
-      t[3], nil, false)
+      t[3], nil, false, true)
     if not recs and code ~= "no_node" then return nil, msg, code end
     if recs and #recs > 0 then return recs end
   end
@@ -99,8 +99,9 @@ local CHECK_OPTIONS = check.options({ "max_leases", "timeout" })
 --- Whether `token` is a current hold of the lock at `path`: its node
 -- still exists and holds (is first in the queue; for a read/write lock,
 -- the writer or a reader before the first writer; for a semaphore, among
--- the first `max_leases` leases).  One listing and a get behind it for a
--- mutex, up to three for the other kinds.  A passed hold's pass lives in
+-- the first `max_leases` leases).  A sync, a listing and a get behind it,
+-- pipelined, for a mutex; up to three for the other kinds (the sync: a
+-- member behind the leader must not call a stale token current).  A passed hold's pass lives in
 -- its process, not on the server: the answer is the node's, and a
 -- resource that must tell passes apart keeps the greatest token it has
 -- seen (docs/recipes.md, "A resource that checks tokens").
