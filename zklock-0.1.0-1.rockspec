@@ -63,6 +63,7 @@ build = {
     ["zklock.lock.extend"] = "lua/zklock/lock/extend.lua",
     ["zklock.lock.downgrade"] = "lua/zklock/lock/downgrade.lua",
     ["zklock.lock.holders"] = "lua/zklock/lock/holders.lua",
+    ["zklock.token"] = "lua/zklock/token.lua",
     ["zklock.rwlock"] = "lua/zklock/rwlock.lua",
     ["zklock.semaphore"] = "lua/zklock/semaphore.lua",
     ["zklock.multilock"] = "lua/zklock/multilock.lua",

@@ -487,6 +487,39 @@ describe("chaos checkers", function()
     local s = K.check(logs({ "K 503 30 1 1 -1 603" }), { plan = PLAN, st = 3 })
     assert.equal(1, s.counts.killed)
   end)
+
+  it("tokens: check_token's answer against the hold believed through the " ..
+     "check; only an unanswered code besides true and false", function()
+    -- T target token t_s t_e res
+    local held = hold("mutex", "m1", "a/1.0", 1, 5, { token = 7,
+      node = "/c/m1/x" })
+    local function v(...) return K.tokens(logs({ held, ... })) end
+    assert.same({}, v("T m1 7 2 2.1 true", "T m1 6 2 2.1 false",
+      "T m1 7 0.5 1.1 false", -- (not yet believed when it began)
+      "T m1 6 4.9 5.2 true", -- (nor through its end)
+      "T m1 7 2 2.1 timeout", "T m1 7 2 2.1 connection_loss",
+      "T m1 7 2 2.1 session_expired"))
+    local r = v("T m1 6 2 2.1 true")
+    assert.equal(1, #r)
+    assert.matches("check_token%(m1, 6%) answered true at %[2.000, 2.100%], " ..
+      "while a/1.0 held it with token 7", r[1].text)
+    assert.equal(1, #v("T m1 7 2 2.1 false"))
+    assert.matches("answered closed", v("T m1 7 2 2.1 closed")[1].text)
+    assert.equal(1, #v("T m1 7 2 2.1 no_node"))
+    -- its node deleted by the chaos actor: the server may have moved on
+    assert.same({}, v("X 1.5 /c/m1/x", "T m1 6 2 2.1 true",
+      "T m1 7 2 2.1 false"))
+    -- a passed hold shares its node's token; other targets do not count
+    assert.same({}, K.tokens(logs({ hold("mutex", "m1", "b/1.0", 1, 5,
+      { token = 7, pass = 2 }), "T m1 7 2 2.1 true", "T m2 6 2 2.1 true" })))
+    -- a semaphore mutex's holds count; a reader's do not
+    assert.equal(1, #K.tokens(logs({ hold("smutex", "m1", "a/1.0", 1, 5,
+      { token = 7 }), "T m1 7 2 2.1 false" })))
+    assert.same({}, K.tokens(logs({ hold("read", "m1", "a/1.0", 1, 5,
+      { token = 7 }), "T m1 7 2 2.1 false" })))
+    local s = K.check(logs({ held, "T m1 6 2 2.1 true" }), { plan = PLAN })
+    assert.equal(1, s.counts.tokens)
+  end)
 end)
 
 describe("chaos generator", function()

@@ -21,7 +21,8 @@ describe("chaos run", function()
     it("finds every recipe broken on purpose: two holders of a mutex, a " ..
        "semaphore mutex, a leader; a lease too many; a writer beside " ..
        "readers; lost updates; a queue jumped; a lock never given back; " ..
-       "a barrier and a double barrier passed early", function()
+       "a barrier and a double barrier passed early; a token check that " ..
+       "says every token holds", function()
       -- (a random program may miss a broken recipe now and then: one more
       -- run, on another seed, and every checker must have found its own
       -- in one of the two)
@@ -36,7 +37,8 @@ describe("chaos run", function()
           if not found(s, "exclusion", kind) then still[#still + 1] = kind end
         end
         for _, check in ipairs(missing and (missing.checks or {}) or
-            { "fencing", "rw", "fifo", "wedges", "barrier", "dbarrier" }) do
+            { "fencing", "rw", "fifo", "wedges", "barrier", "dbarrier",
+              "tokens" }) do
           if s.counts[check] == 0 then still[#still + 1] = "#" .. check end
         end
         if round == 2 then

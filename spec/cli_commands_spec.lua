@@ -64,6 +64,16 @@ describe("zklock (command-line tool)", function()
           "the connect string (host:port expected between commas): ," },
         { { "wait-barrier", bad, "/p\xff" }, "wait-barrier: bad PATH: " ..
           "path is not valid UTF-8 (at byte 3): /p\xff" },
+        { { "check-token", bad, "/p" }, "check-token: expected HOSTS, " ..
+          "PATH and TOKEN" },
+        { { "check-token", bad, "/p", "12", "13" },
+          "check-token: unexpected argument '13'" },
+        { { "check-token", bad, "/p", "0x12" }, "check-token: bad TOKEN: " ..
+          "not a token: \"0x12\" (CZXID.PASS, 16 hex digits each, as " ..
+          "lock:token(\"string\") gives it)" },
+        { { "check-token", bad, "/p", "0" }, "check-token: bad TOKEN: a " ..
+          "token (a positive integer czxid, or its string form) expected, " ..
+          "got 0" },
       }
       local ps = {}
       for i, c in ipairs(cases) do ps[i] = start(table.unpack(c[1])) end
@@ -83,6 +93,7 @@ describe("zklock (command-line tool)", function()
         { "barrier.lua", "-", "many" },
         { "connection_pool.lua", "-", "10", "0" },
         { "double_barrier.lua", "-", "2.5" },
+        { "token_resource.lua" },
         { "order_numbers.lua" },
         { "rwlock_config.lua", "-", "locked" },
         { "stock.lua" },
@@ -190,6 +201,40 @@ describe("zklock (command-line tool)", function()
   end)
 
   -- -------------------------------------------------------------------------
+  describe("check-token", function()
+    it("0 and current for the holder's token (decimal or string form), " ..
+       "1 and why for another; a semaphore's with --leases", function()
+      local path = H.path("cli")
+      local m = zk:mutex(path)
+      local rc, out = finished(start("check-token", hosts, path, "5"))
+      assert.equal(1, rc, out)
+      assert.equal("not held: nobody holds " .. path .. "\n", out)
+      assert(m:acquire(5))
+      rc, out = finished(start("check-token", hosts, path,
+        ("%.0f"):format(m:token())))
+      assert.equal(0, rc, out)
+      assert.equal("current\n", out)
+      rc, out = finished(start("check-token", hosts, path, m:token("string")))
+      assert.equal(0, rc, out)
+      rc, out = finished(start("check-token", hosts, path,
+        ("%.0f"):format(m:token() - 1)))
+      assert.equal(1, rc, out)
+      assert.equal("not held: held by " .. m:token("string") .. "\n", out)
+      m:release()
+      local spath = H.path("cli")
+      local sem = zk:semaphore(spath, 2)
+      local a, b = assert(sem:acquire(5)), assert(sem:acquire(5))
+      rc, out = finished(start("check-token", hosts, spath,
+        ("%.0f"):format(b:token()), "--leases", 2))
+      assert.equal(0, rc, out)
+      rc, out = finished(start("check-token", hosts, spath,
+        ("%.0f"):format(b:token())))
+      assert.equal(1, rc, out)
+      a:release()
+      b:release()
+    end)
+  end)
+
   describe("revoke", function()
     it("a revocable holder releases; 1 when nobody holds it", function()
       local path = H.path("cli")

@@ -27,6 +27,7 @@ local wait = require "zklock.rt.wait"
 local op = require "zklock.rt.op"
 local session = require "zklock.rt.session"
 local L = require "zklock.lock"
+local token = require "zklock.token"
 check.internal_file()
 
 local box, unbox = core.box, core.unbox
@@ -330,12 +331,17 @@ function Latch:participants(timeout)
   return out
 end
 
---- The fencing token of our node (its czxid) while we lead.
+--- The fencing token of our node (its czxid) while we lead; with
+-- `"string"`, in the form that sorts (docs/api.md, "Tokens for outside
+-- resources").
+-- @tparam[opt] string form `"string"` for the string form
 -- @treturn ?number the token, or nil
-function Latch:token()
+function Latch:token(form)
   local f = fields(self, "token")
+  token.check_form(form, 1, "token")
   if f.closed or not f.att or not f.att:held() then return nil end
-  return (select(2, f.att:info()))
+  local czxid = select(2, f.att:info())
+  return form and token.format(czxid) or czxid
 end
 
 --- Leave the election: our node goes (leadership, if we had it, ends,

@@ -44,6 +44,7 @@ local node = require "zklock.lock.node"
 local guarded = require "zklock.lock.guarded"
 local Semaphore = require("zklock.semaphore").Semaphore
 local metrics = require "zklock.metrics"
+local token = require "zklock.token"
 check.internal_file()
 
 local M = {
@@ -168,6 +169,30 @@ function M.revoke(zk, path, max_leases)
     if not ok and code ~= "no_node" then return nil, msg, code end
   end
   return #holders
+end
+
+M.check_token = token.check_token
+--- The sortable string form of a token (`lock:token("string")` gives it):
+-- `zklock.token_string(czxid [, pass])`.
+-- @function token_string
+-- @param czxid a token
+-- @tparam[opt] int pass its pass (0)
+-- @treturn string `CZXID.PASS`, 16 hex digits each
+function M.token_string(czxid, pass)
+  local c, p = token.parse(czxid, pass)
+  if not c then argerror(p:find("^a pass") and 2 or 1, "token_string", p) end
+  return token.format(c, p)
+end
+
+--- A token's string form as (czxid, pass): `zklock.parse_token(s)`.
+-- @function parse_token
+-- @string s `CZXID.PASS`, as `lock:token("string")` gives it
+-- @return czxid, pass; or nil and why
+function M.parse_token(s)
+  if type(s) ~= "string" then
+    argerror(1, "parse_token", "string expected, got " .. type(s))
+  end
+  return token.parse(s)
 end
 
 -- ---------------------------------------------------------------------------

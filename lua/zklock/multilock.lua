@@ -9,6 +9,7 @@ local check = require "zklock.rt.check"
 local events = require "zklock.rt.events"
 local guard = require "zklock.rt.guard"
 local L = require "zklock.lock"
+local token = require "zklock.token"
 check.internal_file()
 local WEAK_KEYS = { __mode = "k" }
 
@@ -231,17 +232,26 @@ function MultiLock:is_held()
 end
 
 --- The tokens of every lock, in the canonical order; and their passes
--- (0 outside a lock cohort: docs/api.md, "Lock cohorts").
+-- (0 outside a lock cohort: docs/api.md, "Lock cohorts").  With
+-- `"string"`, one string per lock, in the form that sorts (docs/api.md,
+-- "Tokens for outside resources").
+-- @tparam[opt] string form `"string"` for the string form
 -- @treturn ?{number,...} the tokens, or nil when not held
 -- @treturn ?{number,...} the passes
-function MultiLock:token()
+function MultiLock:token(form)
   local m = multi_fields(self, "token")
+  token.check_form(form, 1, "token")
   if not self:is_held() then return nil end
   local t, passes = {}, {}
   for i, l in ipairs(m.locks) do
-    local token, pass = l:token()
-    t[i], passes[i] = token, pass or 0
+    if form then
+      t[i] = l:token(form)
+    else
+      local tk, pass = l:token()
+      t[i], passes[i] = tk, pass or 0
+    end
   end
+  if form then return t end
   return t, passes
 end
 

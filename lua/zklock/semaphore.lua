@@ -14,6 +14,7 @@ local op = require "zklock.rt.op"
 local L = require "zklock.lock"
 local hold = require "zklock.lock.hold"
 local guarded = require "zklock.lock.guarded"
+local token = require "zklock.token"
 check.internal_file()
 local WEAK_KEYS = { __mode = "k" }
 local WEAK_VALUES = { __mode = "v" }
@@ -154,12 +155,16 @@ function Lease:is_held()
   return not l.released and live(l)
 end
 
---- The fencing token of the lease: its node's czxid.
+--- The fencing token of the lease: its node's czxid; with `"string"`, in
+-- the form that sorts (docs/api.md, "Tokens for outside resources").
+-- @tparam[opt] string form `"string"` for the string form
 -- @treturn ?number the token, or nil when not held
-function Lease:token()
+function Lease:token(form)
   local l = lease_fields(self, "token")
+  token.check_form(form, 1, "token")
   if l.released or not live(l) then return nil end
-  return (select(2, l.att:info()))
+  local czxid = select(2, l.att:info())
+  return form and token.format(czxid) or czxid
 end
 
 --- The lease's node path, or nil once released.
@@ -322,11 +327,14 @@ function Semaphore:is_held()
   return l ~= nil and l:is_held()
 end
 
---- The token of the calling coroutine's newest lease.
+--- The token of the calling coroutine's newest lease (`"string"`: in the
+-- form that sorts).
+-- @tparam[opt] string form `"string"` for the string form
 -- @treturn ?number the token, or nil
-function Semaphore:token()
+function Semaphore:token(form)
   local l = newest(sem_fields(self, "token"))
-  return l and l:token()
+  token.check_form(form, 1, "token")
+  return l and l:token(form)
 end
 
 --- The lease nodes in sequence order, as full node paths: the holders,

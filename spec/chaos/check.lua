@@ -8,7 +8,9 @@
 -- fencing, rw), contract.lua (contract, waits), answers.lua (each error
 -- code true of the world: part of the contract), ends.lua (how holds end:
 -- extend, callbacks; part of the contract too), order.lua (fifo,
--- wedges), barriers.lua (barrier, dbarrier), what they share in util.lua.
+-- wedges), barriers.lua (barrier, dbarrier), killed.lua (nginx workers
+-- killed), tokens.lua (zklock.check_token's answers), what they share in
+-- util.lua.
 local K = {}
 
 local function num(s) return tonumber(s) end
@@ -58,6 +60,9 @@ local FIELDS = {
   OT = { "id", "t" },
   X = { "t", "node" },
   Y = { "t", "target" },
+  -- the driver's token checks (checks/tokens.lua): res "true", "false" or
+  -- the error code
+  T = { "target", "token", "t_s", "t_e", "res" },
 }
 local NUMERIC = { ts = 1, t0 = 1, t1 = 1, lost = 1, flip = 1, token = 1,
   mh = 1, rel_t = 1, rel_e = 1, t_s = 1, t_q = 1, t_e = 1, timeout = 1,
@@ -96,12 +101,13 @@ end
 local U = dofile("spec/chaos/checks/util.lua")
 local list = U.list
 for _, m in ipairs({ "holds", "contract", "answers", "ends", "order",
-    "barriers", "killed" }) do
+    "barriers", "killed", "tokens" }) do
   dofile("spec/chaos/checks/" .. m .. ".lua")(K, U)
 end
 
 K.CHECKS = { "exclusion", "fencing", "rw", "contract", "waits", "fifo",
-  "wedges", "barrier", "dbarrier", "processes", "orphans", "killed" }
+  "wedges", "barrier", "dbarrier", "processes", "orphans", "killed",
+  "tokens" }
 
 --- Run every checker. `env`: { plan, finals, st, t_start, processes =
 -- { {p, status, killed, hung}... }, orphans = { paths } }.
@@ -125,6 +131,7 @@ function K.check(logs, env)
     processes = {},
     orphans = {},
     killed = K.killed(logs, st + 2),
+    tokens = K.tokens(logs),
   }
   for _, x in ipairs(closed) do res.killed[#res.killed + 1] = x end
   -- (an untrue answer breaks the contract too: checks/answers.lua; and

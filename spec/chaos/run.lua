@@ -88,7 +88,7 @@ C.PROFILES = {
   broken = { workers = 4, seconds = 20, st = 2, chaos_every = 0,
     broken = { mutex = true, smutex = true, sem = true, rw = true,
       latch = true, barrier = true, dbarrier = true, leak = true,
-      fifo = true },
+      fifo = true, tokens = true },
     -- (leaders, leases and read/write more often, so that two at once
     -- are met)
     weights = { mutex = 8, smutex = 3, sem = 4, rw = 8, multi = 1,
@@ -280,6 +280,43 @@ function C.run(profile, seed, opts)
       live = live, spawn = spawn, slots = slots, procs = procs,
       ngx = ngx_set, RN = RN, direct = direct, E = E })
 
+    -- The token checker's process (issue 36): about once a second, the
+    -- current holder of a mutex or semaphore mutex, listed, and its
+    -- token and the one listed before on that target asked of
+    -- zklock.check_token; each answer logged (T) for checks/tokens.lua.
+    -- (broken.tokens: a check that says every token holds, to prove it)
+    local rk = G.stream(seed, 111)
+    local next_token = plan.t0 + 1
+    local ttargets, seen_token = {}, {}
+    for _, n in ipairs(plan.order) do
+      local k = plan.targets[n].kind
+      if k == "mutex" or k == "smutex" then
+        ttargets[#ttargets + 1] = plan.targets[n]
+      end
+    end
+    local check_token = prof.broken and prof.broken.tokens and
+      function() return true end or zklock.check_token
+    local function token_step()
+      local t = ttargets[rk:int(1, #ttargets)]
+      local lk = t.kind == "mutex" and direct:mutex(t.path) or
+        direct:semaphore(t.path, 1)
+      local recs = lk:holders(2)
+      local ask = { recs and recs[1] and recs[1].token, seen_token[t.name] }
+      if ask[1] then seen_token[t.name] = ask[1] end
+      for i = 1, 2 do
+        local token = ask[i]
+        if token then
+          local c0 = core.now()
+          local ok, _, code = check_token(direct, t.path, token,
+            { timeout = 2 })
+          local c1 = core.now()
+          E("T", t.name, ("%.0f"):format(token), ("%.6f"):format(c0),
+            ("%.6f"):format(c1), ok == true and "true" or ok == false and
+            "false" or tostring(code))
+        end
+      end
+    end
+
     local function chaos_step()
       local t = targets[rc:int(1, #targets)]
       if rc:chance(0.5) then
@@ -317,6 +354,10 @@ function C.run(profile, seed, opts)
       if prof.chaos_every and prof.chaos_every > 0 and now >= next_chaos then
         pcall(chaos_step)
         next_chaos = core.now() + prof.chaos_every * (0.5 + rc:float())
+      end
+      if #ttargets > 0 and now >= next_token and now < plan.t_end then
+        pcall(token_step)
+        next_token = core.now() + 0.5 + rk:float()
       end
       H.nap(0.05)
     end

@@ -485,9 +485,12 @@ zkl_op *zkl_op_db_leave(zkl_client *c, const char *path, const char *ours,
 /* ---- ops/holders.c: who holds ------------------------------------------- */
 /* The holders of the lock whose nodes live in dir (family's rule,
  * max_leases; which: -1 any node, 0 read, 1 write only), or every
- * contender (all), each with its node's data, czxid and owner session. */
+ * contender (all), each with its node's data, czxid and owner session;
+ * sync: a sync first, so that the listing is as up to date as the leader
+ * when it was sent. */
 zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
-                       int max_leases, int which, int all, zkl_error *err);
+                       int max_leases, int which, int all, int sync,
+                       zkl_error *err);
 typedef struct zkl_holder {
   char *node;       /* its full path */
   char *data;       /* its data (the participant id), datalen bytes */

@@ -226,7 +226,7 @@ static int lop_wait_gone(lua_State *L) {
   return lop_push(L, b, zkl_op_wait_gone(c, path, &err), &err);
 }
 
-/* client:_holders(dir, family [, max_leases, which, all]) -> op: the
+/* client:_holders(dir, family [, max_leases, which, all, sync]) -> op: the
  * holders ("read"/"write": of that kind only; all: every contender) */
 static int lop_holders(lua_State *L) {
   static const char *const kinds[] = { "any", "read", "write", NULL };
@@ -238,12 +238,13 @@ static int lop_holders(lua_State *L) {
             : zkl_checkrange(L, 4, 1, 0x7fffffff, "max_leases");
   int which = luaL_checkoption(L, 5, "any", kinds) - 1;
   int all = lua_toboolean(L, 6);
+  int sync = lua_toboolean(L, 7);
   zkl_error err;
   lop_box *b;
   luaL_argcheck(L, markers != NULL, 3, "a marker family expected");
   b = lop_box_new(L);
-  return lop_push(L, b, zkl_op_holders(c, dir, family, max, which, all, &err),
-                  &err);
+  return lop_push(L, b, zkl_op_holders(c, dir, family, max, which, all, sync,
+                                       &err), &err);
 }
 
 /* client:_db("enter"|"leave", path, our_node_path, members) -> op */

@@ -25,6 +25,7 @@ Usage:
   zklock holders HOSTS PATH [--leases N]
   zklock revoke HOSTS PATH [--leases N]
   zklock wait-barrier HOSTS PATH [--timeout S]
+  zklock check-token HOSTS PATH TOKEN [--leases N]
 
 HOSTS is a ZooKeeper connect string ("127.0.0.1:2181,127.0.0.1:2182/app"),
 PATH a lock or barrier path ("/locks/backup").
@@ -58,6 +59,12 @@ revoke: ask the holder(s) to release (Curator Revoker): prints "asked N
   holder(s) of PATH to release", or "nobody holds PATH".
 wait-barrier: wait until the barrier node at PATH is removed (--timeout:
   as for run; default, or inf: for ever).
+check-token: whether TOKEN is a current hold of the lock at PATH (mutex,
+  read/write lock, or with --leases N a semaphore of N leases): TOKEN is
+  a czxid in decimal (as `holders` prints it) or the string form
+  CZXID.PASS (16 hex digits each, lock:token("string")); prints "current"
+  or "not held: ..." (a passed hold's pass is not on the server: the
+  node's answer).
 
 Every command:
   --session-timeout S   (default 10)    --connect-timeout S   (default 10)
@@ -84,6 +91,7 @@ Exit status:
   while CMD ran (CMD was signalled); 126 CMD not executable; 127 CMD not
   found.
   holders, revoke: 0, or 1 when nobody holds the lock.
+  check-token: 0 when TOKEN is a current hold, 1 when it is not.
   wait-barrier: 0 once removed, 75 when still up after --timeout.
   64 usage error; 68 a host of HOSTS does not resolve; 69 could not
   connect, or ZooKeeper failed.
@@ -165,7 +173,11 @@ local COMMANDS = {
   holders = { ["leases"] = "count" },
   revoke = { ["leases"] = "count" },
   ["wait-barrier"] = { ["timeout"] = "timeout" },
+  ["check-token"] = { ["leases"] = "count" },
 }
+
+-- A command's positional arguments: HOSTS, PATH, and check-token's TOKEN.
+local POSITIONAL = { ["check-token"] = { "HOSTS", "PATH", "TOKEN" } }
 
 -- Parses args[i..] of command `cmd`: positional arguments (HOSTS, PATH),
 -- options, and for `run` the command (from `--` or the first argument
@@ -202,10 +214,12 @@ local function parse(cmd, args, i)
     end
     i = i + 1
   end
-  if #pos < 2 then
-    usage_error("%s: expected HOSTS and PATH", cmd)
-  elseif #pos > 2 then
-    usage_error("%s: unexpected argument '%s'", cmd, pos[3])
+  local names = POSITIONAL[cmd] or { "HOSTS", "PATH" }
+  if #pos < #names then
+    usage_error("%s: expected %s", cmd, table.concat(names, ", ", 1,
+      #names - 1) .. " and " .. names[#names])
+  elseif #pos > #names then
+    usage_error("%s: unexpected argument '%s'", cmd, pos[#names + 1])
   end
   local argv
   if cmd == "run" then
@@ -219,6 +233,7 @@ local function parse(cmd, args, i)
   elseif rest and rest <= #args then
     usage_error("%s: unexpected argument '%s'", cmd, args[rest])
   end
+  if cmd == "check-token" then argv = { pos[3] } end
   local hosts, path = pos[1], pos[2]
   for _, a in ipairs({ { "HOSTS", check.check_hosts, hosts },
       { "PATH", check.check_path, path } }) do

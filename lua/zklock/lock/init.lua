@@ -25,6 +25,7 @@ local guarded = require "zklock.lock.guarded"
 local downgrade = require "zklock.lock.downgrade"
 require "zklock.lock.holders" -- (participants, holders)
 local extend = require "zklock.lock.extend" -- (extend)
+local token = require "zklock.token"
 check.internal_file()
 local WEAK_KEYS = { __mode = "k" }
 
@@ -474,13 +475,20 @@ end
 -- and, for a hold passed within a lock cohort, the pass: such holds share
 -- the node, and so its czxid, and count 1, 2... after the hold that took
 -- the node (compare (czxid, pass) pairs, the pass 0 when absent;
--- docs/api.md, "Lock cohorts").
+-- docs/api.md, "Lock cohorts").  With `"string"`, the pair in the one
+-- form that sorts as tokens are ordered, byte by byte: `CZXID.PASS`, 16
+-- hex digits each (for a resource outside ZooKeeper: docs/api.md, "Tokens
+-- for outside resources").
+-- @tparam[opt] string form `"string"` for the string form
 -- @treturn ?number the token, or nil when not held
 -- @treturn ?number the pass, for a hold passed within a cohort
-function Lock:token()
-  local h = hold_of(fields(self, "token"))
+function Lock:token(form)
+  local f = fields(self, "token")
+  token.check_form(form, 1, "token")
+  local h = hold_of(f)
   if not h or not live(h) then return nil end
   local czxid = select(2, h.att:info())
+  if form then return token.format(czxid, h.pass) end
   if h.pass and h.pass > 0 then return czxid, h.pass end
   return czxid
 end

@@ -5,6 +5,13 @@
  *
  *   LIST (the directory) -> GETS (one per chosen node) -> done
  *
+ * With `sync` (zklock.check_token: docs/api.md, "Tokens for outside
+ * resources"), a sync goes right before the listing, pipelined: the
+ * server answers a session's requests in order, so the listing is served
+ * once the member has caught up with the leader as of the sync.  Without
+ * it, a member behind the leader could list a holder whose node the
+ * leader has already deleted, and call a stale token current.
+ *
  * A node gone between the listing and its get left meanwhile: it is left
  * out.  A cut connection starts again from the listing once reconnected. */
 #include <stdio.h>
@@ -17,7 +24,7 @@ enum { H_LIST = ZKL_STAGE_MAIN, H_GETS = ZKL_STAGE_OWN };
 
 typedef struct {
   zkl_op op;
-  int family, max_leases, which, all;
+  int family, max_leases, which, all, sync;
   int left;           /* gets still to answer */
   zkl_holder *h;      /* the chosen nodes, in order */
   int n;
@@ -101,11 +108,26 @@ static void holders_list_cb(int rc, const struct String_vector *sv,
   zkl_task_leave(r);
 }
 
+static void holders_sync_cb(int rc, const char *value, const void *data) {
+  zkl_req *r;
+  (void)value;
+  (void)zkl_task_enter(data, rc, &r); /* the listing behind it says the rest */
+  zkl_task_leave(r);
+}
+
 static void holders_step(zkl_op *op) {
   holders_op *o = HOLDERS(op);
   int i;
   if (op->stage == H_LIST) {
-    zkl_req *r = zkl_task_req(&op->t, 0);
+    zkl_req *r;
+    if (o->sync) {
+      r = zkl_task_req(&op->t, 0);
+      if (!zkl_task_sent(&op->t, r, r ? zoo_async(op->t.c->zh, op->t.path,
+                                                   holders_sync_cb, r) : 0,
+                         op->t.path))
+        return;
+    }
+    r = zkl_task_req(&op->t, 0);
     zkl_op_sent(op, r, r ? zoo_aget_children(op->t.c->zh, op->t.path, 0,
                                              holders_list_cb, r) : 0,
                 op->t.path);
@@ -131,7 +153,8 @@ static const zkl_op_class holders_class = {
 };
 
 zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
-                       int max_leases, int which, int all, zkl_error *err) {
+                       int max_leases, int which, int all, int sync,
+                       zkl_error *err) {
   holders_op *o = (holders_op *)zkl_op_new(sizeof *o, &holders_class, c, dir,
                                            NULL, 0, err);
   if (!o) return NULL;
@@ -139,6 +162,7 @@ zkl_op *zkl_op_holders(zkl_client *c, const char *dir, int family,
   o->max_leases = max_leases < 1 ? 1 : max_leases;
   o->which = which;
   o->all = all;
+  o->sync = sync;
   return zkl_op_start(&o->op, err);
 }
 
