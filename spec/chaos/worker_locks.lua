@@ -99,9 +99,14 @@ return function(W)
       new = counter_data(v, big, tag)
     end
     if guarded and not fits(obj, t, new) then
-      refused(task, "mutex:release", function()
+      local t_r = now()
+      if refused(task, "mutex:release", function()
         return obj:release({ write = t.counter, data = new })
-      end)
+      end) then -- (lost meanwhile: that release ended it, nothing written)
+        h.rel_t, h.rel_e, h.rel = t_r, now(), "lock_lost"
+        log_hold(h)
+        return true
+      end
       guarded = false -- (then released the plain way, still held)
     end
     if guarded then

@@ -196,9 +196,15 @@ return function(W, logfile)
       <= 1048575
   end
 
-  -- An oversized write: the argument error, and nothing lost.
+  -- An oversized write: the argument error, and nothing lost.  Or
+  -- lock_lost, when the hold's node went between fits() and the call (the
+  -- C client's thread lets it go at any time): the size is reckoned with
+  -- the node's path, and a lost hold sends nothing (docs/limits.md; the
+  -- moving soak, seed 1795803083, met it).
+  -- Returns true in that case (a release: the hold has ended).
   local function refused(task, what, fn)
-    local ok, err = pcall(fn)
+    local ok, err, _, code = pcall(fn)
+    if ok and err == nil and code == "lock_lost" then return true end
     if ok or not tostring(err):find("jute.maxbuffer", 1, true) then
       unexpected(task, what .. " too big for the server",
         ok and "accepted" or err)

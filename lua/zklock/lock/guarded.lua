@@ -62,12 +62,10 @@ function M.release_opts(f, h, opts)
   end
   check_path(write, 1, "release")
   check_data(f.client, data, 1, "release")
-  -- (a hold whose node is not known, lost: its node is not counted, and
-  -- a write too big even without it is refused all the same: bad input
-  -- is refused whatever the hold's state)
   local name = h and h.att:info()
-  check_request(f, name and f.dir .. "/" .. name or "", write, data, 1,
-    "release")
+  if name then -- (none: lost, nothing will be sent)
+    check_request(f, f.dir .. "/" .. name, write, data, 1, "release")
+  end
   return write, data
 end
 
@@ -106,8 +104,9 @@ end
 -- update of a semaphore's leases, which its holders share).
 function M.fenced_set(f, own, path, data, timeout, expect)
   local name = own.att:info()
-  check_request(f, name and f.dir .. "/" .. name or "", path, data, 2,
-    "fenced_set")
+  if name then
+    check_request(f, f.dir .. "/" .. name, path, data, 2, "fenced_set")
+  end
   -- a hold known lost, ended, or past its max_hold, writes nothing (and so
   -- fails for certain)
   if not name or not hold.live(own) or own.att:poll() ~= "held" or
