@@ -78,8 +78,14 @@ describe("zklock.check_token", function()
     assert.is_true(zklock.check_token(zk2, path, t))
     assert.is_true(zklock.check_token(zk2, path, s))
     -- a waiter queued behind it: its node exists, but does not hold
-    local got
-    H.run(zk2, { function() got = w:acquire(10) end }, 30, function()
+    local got, wt, current, stale
+    H.run(zk2, { function()
+      got = w:acquire(10)
+      wt = w:token()
+      current = zklock.check_token(zk, path, wt)
+      stale = zklock.check_token(zk, path, t)
+      assert.is_true(w:release())
+    end }, 30, function()
       local names = m:participants(1)
       if names and #names == 2 then
         local rec = assert(w:participants(1, true))[2]
@@ -90,10 +96,9 @@ describe("zklock.check_token", function()
       end
     end)
     assert.equal(w, got)
-    assert.is_false((zklock.check_token(zk, path, t)))
-    assert.is_true(zklock.check_token(zk, path, w:token()))
-    assert.is_true(w:release())
-    assert.is_false((zklock.check_token(zk, path, t)))
+    assert.is_true(current)
+    assert.is_false(stale)
+    assert.is_false((zklock.check_token(zk, path, wt)))
   end)
 
   it("read/write locks, semaphores, and a cohort's passed holds (the " ..
