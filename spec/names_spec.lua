@@ -123,12 +123,12 @@ describe("lock node ordering", function()
       local ahead = {}
       for i = 1, idx - 1 do
         local n = sorted[i].name
-        if kind == "read" and n == ignore then return false, false end
+        if kind == "read" and n == ignore then return false, false, 0 end
         if kind ~= "read" or n:find("__WRIT__", 1, true) then
           ahead[#ahead + 1] = n
         end
       end
-      return ahead[#ahead] or false, #ahead == 1
+      return ahead[#ahead] or false, #ahead == 1, #ahead
     end
 
     local MARK = { mutex = { "-lock-", "__lock__" }, latch = { "-latch-" },
@@ -150,12 +150,15 @@ describe("lock node ordering", function()
         end
         local ours = list[math.random(n)]
         local ignore = kind == "read" and list[math.random(n)] or nil
-        local b, sole = core.blocker(list, kind, ours, ignore)
-        local rb, rsole = reference(list, kind, ours, ignore)
+        local b, sole, nahead = core.blocker(list, kind, ours, ignore)
+        local rb, rsole, rahead = reference(list, kind, ours, ignore)
         local what = table.concat(list, " ") .. " ours " .. ours ..
           " ignore " .. tostring(ignore) .. " kind " .. kind
         assert.equal(rb, b, what)
-        if rb ~= nil then assert.equal(rsole, sole, what) end
+        if rb ~= nil then
+          assert.equal(rsole, sole, what)
+          assert.equal(rahead, nahead, what) -- (on_queued's position)
+        end
       end
     end)
 

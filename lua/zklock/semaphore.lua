@@ -80,11 +80,13 @@ end
 function Semaphore:acquire(timeout, opts)
   local s = sem_fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
-  local max_hold, read = L.check_opts(opts, 2, "acquire")
+  local max_hold, read, on_queued = L.check_opts(opts, 2, "acquire",
+    L.HOLD_ACQUIRE_OPTIONS)
   local c, msg, code = closed(s.client)
   if c then return nil, msg, code end
   -- the stages every hold is taken by (lock/init.lua): a lease is a hold
-  local a = { timeout = timeout, max_hold = max_hold, read = read }
+  local a = { timeout = timeout, max_hold = max_hold, read = read,
+    on_queued = on_queued }
   local taken
   taken, msg, code = L.take_hold(s.f, a)
   if not taken then return nil, msg, code end

@@ -161,12 +161,14 @@ int zkl_names_blocker(int kind, int max_leases, const zkl_entry *e, int idx,
  * mutex (one holder), a latch, a read or a write lock: O(n), no
  * allocation, for the completion thread that holds the client's mutex.
  * 0: `ours` is not in `names`; 1: *blocker is the name to wait for (NULL:
- * we hold), and *sole whether it alone holds us back: with it gone and
- * nothing else changed, we hold.  Sequence numbers only grow, so no node
- * can come in ahead of ours: the deletion of a sole blocker means we hold,
- * without listing again (docs/design.md, section 4.4). */
+ * we hold), and *ahead how many nodes ahead of ours hold us back (0 when
+ * we hold; a reader counts the writers ahead).  With 1 (the blocker sole)
+ * and it gone and nothing else changed, we hold: sequence numbers only
+ * grow, so no node can come in ahead of ours, and the deletion of a sole
+ * blocker means we hold, without listing again (docs/design.md, section
+ * 4.4). */
 int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
-                   const char *ignore, const char **blocker, int *sole);
+                   const char *ignore, const char **blocker, int *ahead);
 /* The holders of a listing sorted with `family`'s markers: their indexes
  * into e, in order (out has room for n); returns how many. */
 int zkl_names_holders(int family, int max_leases, const zkl_entry *e, int n,
@@ -360,6 +362,10 @@ int zkl_attempt_held(zkl_attempt *l);
 int zkl_attempt_overdue(zkl_attempt *l);
 /* Our node's name into node (size bytes) and its czxid: 0 when none. */
 int zkl_attempt_info(zkl_attempt *l, char *node, size_t size, int64_t *czxid);
+/* Where the first listing after our node's create put it: how many nodes
+ * ahead of ours held it back (0: it held at once; a lease: the leases over
+ * the count), or -1 before it (docs/api.md, "A place in the queue"). */
+int zkl_attempt_ahead(zkl_attempt *l);
 /* A downgraded read (docs/design.md, section 5): l holds only while the
  * write attempt w (same client) does, and ends with it; NULL: on its own
  * again. */

@@ -123,6 +123,14 @@ static int lattempt_info(lua_State *L) {
   return 2;
 }
 
+/* attempt:ahead() -> nodes ahead of ours at the first listing (0: held
+ * at once), or nil before it */
+static int lattempt_ahead(lua_State *L) {
+  int ahead = zkl_attempt_ahead(lattempt_check(L));
+  if (ahead < 0) lua_pushnil(L); else lua_pushinteger(L, ahead);
+  return 1;
+}
+
 /* attempt:read_with(path): before start, read `path` with the acquire
  * (docs/design.md, section 4.12) */
 static int lattempt_read_with(lua_State *L) {
@@ -354,6 +362,7 @@ void zkl_open_attempt(lua_State *L) {
     { "overdue", lattempt_overdue },
     { "extend", lattempt_extend },
     { "info", lattempt_info },
+    { "ahead", lattempt_ahead },
     { "revocable", lattempt_revocable },
     { "notify_held", lattempt_notify_held },
     { "serial", lattempt_serial },

@@ -62,7 +62,8 @@ static int lnames_holders(lua_State *L) {
   return 1;
 }
 
-/* core.blocker({names}, kind, ours [, ignore]) -> name | false, sole; or
+/* core.blocker({names}, kind, ours [, ignore]) -> name | false, sole,
+ * ahead (the nodes ahead that hold it back); or
  * nil when ours is not among the names: whom a lock attempt of `kind`
  * ("mutex", "read", "write", "latch") with node `ours` waits for, as the
  * completion thread decides it (one pass, unsorted: zkl_names_scan) */
@@ -72,7 +73,7 @@ static int lnames_blocker(lua_State *L) {
   static const int kind_of[] = { ZKL_KIND_MUTEX, ZKL_KIND_LEASE,
                                  ZKL_KIND_READ, ZKL_KIND_WRITE,
                                  ZKL_KIND_LATCH };
-  int i, n, kind, sole;
+  int i, n, kind, ahead;
   const char **names, *blocker;
   const char *ours, *ignore;
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -90,13 +91,14 @@ static int lnames_blocker(lua_State *L) {
     lua_pop(L, 1); /* the table keeps the string alive */
   }
   if (!zkl_names_scan(kind, (char *const *)names, n, ours, ignore, &blocker,
-                      &sole)) {
+                      &ahead)) {
     lua_pushnil(L);
     return 1;
   }
   if (blocker) lua_pushstring(L, blocker); else lua_pushboolean(L, 0);
-  lua_pushboolean(L, sole);
-  return 2;
+  lua_pushboolean(L, ahead == 1);
+  lua_pushinteger(L, ahead);
+  return 3;
 }
 
 /* core.writer_between({names}, w, r) -> boolean: a writer's node sorts

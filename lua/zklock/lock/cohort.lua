@@ -250,8 +250,32 @@ end
 
 -- Wait for w's turn; returns the held attempt and { pass, fresh, read,
 -- known }, or nil, msg, code.
-local function wait_turn(f, c, w, timeout, deadline, read)
+-- Waiter w's place in cohort c (on_queued: docs/api.md, "A place in the
+-- queue"): the hold there is, or the holds ahead of the cohort's node
+-- and the waiter that waits on it, then the waiters queued ahead of w.
+-- (Remote contenders seen, that w will queue behind, are not counted:
+-- not known yet.)
+local function place(c, w)
+  local h, n = c.holder, 0
+  if h then
+    n = h.granted and 1 or 1 + (c.att and c.att:ahead() or 0)
+  elseif c.att then
+    n = c.att:ahead() or 0
+  end
+  local q = c.q
+  for i = q.first, q.last do
+    local x = q[i]
+    if x == w then break end
+    if x and not x.gone and not x.granted then n = n + 1 end
+  end
+  return n
+end
+
+local function wait_turn(f, c, w, timeout, deadline, read, a)
   local client = f.client
+  -- (queued in the cohort: told of its place, once; an error there ends
+  -- the wait, w leaving the queue: the guard)
+  if a and a.on_queued then node.tell(a, place(c, w)) end
   while true do
     if w.granted then
       w.gone = true
@@ -453,7 +477,7 @@ function solo(f, c, timeout, max_hold, read, a)
     att:release()
     await(client, att, op.grace(client))
     return M.take(f, deadline and math.max(deadline - now(), 0), max_hold,
-      read)
+      read, a)
   end
   c.att, c.pass, c.counted, c.fresh, c.read = att, 0, 0, nil, nil
   local bye = function() solo_end(c, w, att) end
@@ -461,7 +485,7 @@ function solo(f, c, timeout, max_hold, read, a)
   if info.s ~= c then on_abandon(att, bye) end -- (joined meanwhile)
   local st
   st, msg, code = guarded(bye, await, client, att, deadline,
-    client:session_timeout())
+    client:session_timeout(), node.first_of(a))
   w.bye = false
   if info.s ~= c then on_abandon(att, nil) end
   if st == "held" and c.holder == w and c.att == att then
@@ -513,7 +537,7 @@ function M.take(f, timeout, max_hold, read, a)
   -- a wait abandoned: wait_on)
   w.bye = leaver(c, w)
   local att, info, code = guard.guarded(w.bye, wait_turn,
-    f, c, w, timeout, timeout and now() + timeout, read)
+    f, c, w, timeout, timeout and now() + timeout, read, a)
   if att then info.sentinel = sentinel end
   return att, info, code
 end

@@ -147,13 +147,15 @@ local function give_hold(f, r)
 end
 L.give_hold = give_hold
 
--- acquire's options (every kind's, and a multilock's: those that take
--- no read refuse it by name)
+-- acquire's options (a multilock's: those that take no read refuse it by
+-- name); a lock's and a semaphore's take on_queued too
 local ACQUIRE_OPTIONS = check.options({ "max_hold", "read" })
+L.HOLD_ACQUIRE_OPTIONS = check.options({ "max_hold", "read", "on_queued" })
 
 -- opts (argument n of fname): nil or { max_hold = seconds > 0,
--- read = path }, no other key (`allowed`, default ACQUIRE_OPTIONS, says
--- which); returns its max_hold and read.
+-- read = path, on_queued = function }, no other key (`allowed`, default
+-- ACQUIRE_OPTIONS, says which); returns its max_hold, read and
+-- on_queued.
 local function check_opts(opts, n, fname, allowed)
   if opts == nil then return nil end
   if type(opts) ~= "table" then
@@ -165,7 +167,11 @@ local function check_opts(opts, n, fname, allowed)
     argerror(n, fname, "max_hold must be a number of seconds > 0")
   end
   if opts.read ~= nil then check_path(opts.read, n, fname) end
-  return mh, opts.read
+  local q = opts.on_queued
+  if q ~= nil and type(q) ~= "function" then
+    argerror(n, fname, "on_queued must be a function, got " .. type(q))
+  end
+  return mh, opts.read, q
 end
 L.check_opts = check_opts
 
@@ -346,7 +352,8 @@ end
 function Lock:acquire(timeout, opts)
   local f = fields(self, "acquire")
   timeout = check_timeout(timeout, 1, "acquire")
-  local max_hold, read = check_opts(opts, 2, "acquire")
+  local max_hold, read, on_queued = check_opts(opts, 2, "acquire",
+    L.HOLD_ACQUIRE_OPTIONS)
   local client = f.client
   local c, msg, code = closed(client)
   if c then return nil, msg, code end
@@ -363,7 +370,7 @@ function Lock:acquire(timeout, opts)
   -- hold.  Sized by its constructor for 8 fields, which the stages' own
   -- fit in: a cohort's first waiter adds att, info, pass, fresh and s.)
   local a = { timeout = timeout, max_hold = max_hold, read = read,
-    ignore = ignore, over = over, count = 1 }
+    ignore = ignore, over = over, count = 1, on_queued = on_queued }
   local taken
   taken, msg, code = take_hold(f, a)
   if not taken then return nil, msg, code end
@@ -380,6 +387,15 @@ function Lock:acquire(timeout, opts)
   f.owners[co] = own
   if armed(f) then arm_callbacks(f, own, self, co) end
   if hooks.held then hooks.held(self, co) end
+  -- (held with no queue told of: a cached node taken again; an error of
+  -- on_queued gives the hold back, then is raised)
+  if on_queued and not a.told then
+    local ok, err = pcall(node.tell, a, 0)
+    if not ok then
+      self:release()
+      error(err, 0)
+    end
+  end
   if read then return self, a.data, a.version end
   return self
 end

@@ -61,15 +61,34 @@ function M.start(f, timeout, ignore, max_hold, read)
   return att
 end
 
+--- Tell the acquire `a` its place in the queue (on_queued: docs/api.md,
+-- "A place in the queue"), once: `position` holds ahead of it.
+function M.tell(a, position)
+  local fn = a.on_queued
+  if fn and not a.told then
+    a.told = true
+    fn(position)
+  end
+end
+
+--- What await calls once the attempt of acquire `a` is queued or holds:
+-- on_queued with the nodes ahead of it at its first listing; nil when
+-- the acquire has no on_queued.
+function M.first_of(a)
+  if not (a and a.on_queued) then return nil end
+  return function(att) M.tell(a, att:ahead() or 0) end
+end
+
 -- Take a node in the queue of f's directory and wait to hold it.  Returns
 -- the held attempt, or nil, msg, code once the node is gone again.
-local function take_node(f, timeout, ignore, max_hold, read)
+-- (first: await's, node.first_of)
+local function take_node(f, timeout, ignore, max_hold, read, first)
   local client = f.client
   local att, msg, code = M.start(f, timeout, ignore, max_hold, read)
   if not att then return nil, msg, code end
   local st
   st, msg, code = guarded_await(client, att, timeout and now() + timeout,
-    client:session_timeout())
+    client:session_timeout(), first)
   if st == "held" then return att end
   -- timed out or failed: our node goes (now, or once its create returns)
   att:release()
@@ -85,16 +104,24 @@ end
 -- lease and wait, on a children watch of <path>/leases, until at most
 -- max_leases leases exist; then the internal lock goes, without waiting
 -- for the server's word.
-local function take_lease(f, timeout, max_hold)
+-- (a: the acquire's table, for on_queued: told of the acquirers queued
+-- ahead at the internal lock, or with none, of the leases over the count
+-- once its lease is made)
+local function take_lease(f, timeout, max_hold, a)
   local deadline = timeout and now() + timeout
+  local gate_first = a and a.on_queued and function(att)
+    local k = att:ahead() or 0
+    if k > 0 then M.tell(a, k) end
+  end
   local gate, msg, code = take_node({ client = f.client, path = f.path,
-    dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout)
+    dir = f.path .. "/locks", kind = "mutex", max_leases = 1 }, timeout,
+    nil, nil, nil, gate_first)
   if not gate then return nil, msg, code end
   local left = deadline and deadline - now()
   -- (the gate goes too when this wait is abandoned: issue 22, item 3)
   local att
   att, msg, code = guard.guarded(function() gate:release() end, take_node, f,
-    left and (left > 0 and left or 0), nil, max_hold)
+    left and (left > 0 and left or 0), nil, max_hold, nil, M.first_of(a))
   gate:release()
   if not att and code == "timeout" then
     msg = op.not_acquired(f.path, timeout)
@@ -129,14 +156,16 @@ end
 -- max_hold: seconds the hold may last (nil: f's default, if any); read:
 -- a guarded node read with the acquire, riding behind the listing (not
 -- for leases: their guarded read is a get once held, guarded.lua).
-function M.take(f, timeout, ignore, max_hold, read)
+-- (a: the acquire's table, for its on_queued)
+function M.take(f, timeout, ignore, max_hold, read, a)
   max_hold = max_hold or f.max_hold
   local t0 = now()
   local att, msg, code
   if f.kind == "lease" then
-    att, msg, code = take_lease(f, timeout, max_hold)
+    att, msg, code = take_lease(f, timeout, max_hold, a)
   else
-    att, msg, code = take_node(f, timeout, ignore, max_hold, read)
+    att, msg, code = take_node(f, timeout, ignore, max_hold, read,
+      M.first_of(a))
   end
   if att then M.hold_began(f, att, now() - t0)
   else metrics.acquire_ended(f.client, f.metric, now() - t0, code) end
@@ -176,7 +205,8 @@ end
 --- Acquire's last stage: a node of our own, always (a.read_sent: its
 -- guarded read rode with it).
 function M.take_stage(f, a)
-  local att, msg, code = M.take(f, a.timeout, a.ignore, a.max_hold, a.read)
+  local att, msg, code = M.take(f, a.timeout, a.ignore, a.max_hold, a.read,
+    a)
   if not att then return false, msg, code end
   a.att, a.read_sent = att, f.kind ~= "lease"
   return true

@@ -103,15 +103,23 @@ end
 -- await
 
 --- Poll obj (anything with poll() -> status, gen, ...) until it leaves
--- "pending"/"waiting", or the deadline passes ("timeout").  Like Curator,
+-- "pending"/"waiting", or the deadline passes ("timeout"); `first(obj)`,
+-- if given, once it is queued or holds (on_queued: node.lua).  Like Curator,
 -- a timeout bounds the wait behind other holders: the first create and
 -- listing are always awaited (a try-lock with timeout 0 works), for at
 -- most `slack` seconds more.
-local function await(client, obj, deadline, slack)
+local function await(client, obj, deadline, slack, first)
   local queued = false
   while true do
     if not hooks.dispatcher then dispatch(client) end
     local st, gen, msg, code = obj:poll()
+    -- (first: called once, when obj is queued or holds at once; it may
+    -- raise, which ends the wait)
+    if first and (st == "waiting" or st == "held") then
+      local fn = first
+      first = nil
+      fn(obj)
+    end
     if st == "waiting" then queued = true
     elseif st ~= "pending" then return st, msg, code end
     local left
@@ -127,9 +135,9 @@ M.await = await
 
 --- await for a lock attempt, with the attempt given up (its node deleted
 -- at once) whenever the wait does not return.
-function M.guarded_await(client, att, deadline, slack)
+function M.guarded_await(client, att, deadline, slack, first)
   return guard.guarded(function() att:release() end, await, client, att,
-    deadline, slack)
+    deadline, slack, first)
 end
 
 return M

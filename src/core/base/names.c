@@ -159,13 +159,13 @@ static int names_before(uint32_t sa, const char *a, uint32_t sb,
 }
 
 int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
-                   const char *ignore, const char **blocker, int *sole) {
+                   const char *ignore, const char **blocker, int *ahead) {
   const char *const *markers = zkl_markers(zkl_kind_family(kind));
   uint32_t seq0, best_seq = 0;
   const char *best = NULL;
   int i, found = 0, below = 0, own_writer_ahead = 0;
   *blocker = NULL;
-  *sole = 0;
+  *ahead = 0;
   if (!ours || !zkl_name_parse(ours, markers, &seq0, NULL)) return 0;
   for (i = 0; i < n; i++) {
     uint32_t seq;
@@ -189,7 +189,7 @@ int zkl_names_scan(int kind, char *const *names, int n, const char *ours,
   if (!found) return 0;
   if (own_writer_ahead) return 1;
   *blocker = best;
-  *sole = below == 1;
+  *ahead = below;
   return 1;
 }
 

@@ -29,6 +29,7 @@ zkl_attempt *zkl_attempt_new(zkl_client *c, const char *path, int kind,
   }
   l->revoke_version = -1;
   l->self_armed = -1;
+  l->ahead = -1;
   l->kind = kind;
   l->max_leases = max_leases < 1 ? 1 : max_leases;
   l->state = L_IDLE;
@@ -167,6 +168,14 @@ int zkl_attempt_info(zkl_attempt *l, char *node, size_t size, int64_t *czxid) {
   *czxid = l->czxid;
   pthread_mutex_unlock(&l->t.c->mu);
   return has;
+}
+
+int zkl_attempt_ahead(zkl_attempt *l) {
+  int ahead;
+  pthread_mutex_lock(&l->t.c->mu);
+  ahead = l->ahead;
+  pthread_mutex_unlock(&l->t.c->mu);
+  return ahead;
 }
 
 unsigned long zkl_attempt_set_wake(zkl_attempt *l, unsigned id) {

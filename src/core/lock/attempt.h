@@ -59,6 +59,8 @@ struct zkl_attempt {
   int notify_held; /* queue a "held" event when it comes to hold */
   int sole;        /* the watched predecessor is all that holds us back:
                       its deletion means we hold (no listing) */
+  int ahead;       /* nodes ahead of ours at the first listing after our
+                      create (-1: none yet): on_queued's position */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
   int self_armed;  /* self_gen of the node the self watch was sent for */

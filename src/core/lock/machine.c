@@ -352,15 +352,15 @@ static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,
     /* one pass, no sort: a queue of thousands costs its listing's length
      * with the client's mutex held, not n log n (names.c) */
     const char *blocker;
-    int sole;
+    int ahead;
     if (!zkl_names_scan(l->kind, sv->data, sv->count, l->node, l->ignore,
-                        &blocker, &sole)) {
+                        &blocker, &ahead)) {
       lock_requeue(l);
-    } else if (!blocker) {
-      lock_hold(l);
-    } else {
-      lock_wait_for(l, blocker, sole);
+      return;
     }
+    if (l->ahead < 0) l->ahead = blocker ? ahead : 0;
+    if (!blocker) lock_hold(l);
+    else lock_wait_for(l, blocker, ahead == 1);
     return;
   }
   e = malloc(sizeof *e * (size_t)(sv->count > 0 ? sv->count : 1));
@@ -377,6 +377,8 @@ static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,
     /* Curator InterProcessSemaphoreV2: every child of the leases
      * directory counts, ours included */
     free(e);
+    if (l->ahead < 0)
+      l->ahead = sv->count > l->max_leases ? sv->count - l->max_leases : 0;
     if (sv->count <= l->max_leases) {
       lock_hold(l);
     } else if (!watched) {
@@ -388,6 +390,7 @@ static void lock_evaluate(zkl_attempt *l, const struct String_vector *sv,
   /* (here only a mutex of several holders: testing.broken_mutex; its
    * waiters always list again) */
   b = zkl_names_blocker(l->kind, l->max_leases, e, idx, l->ignore);
+  if (l->ahead < 0) l->ahead = b < 0 ? 0 : idx - l->max_leases + 1;
   if (b < 0) lock_hold(l); else lock_wait_for(l, e[b].name, 0);
   free(e);
 }
