@@ -37,11 +37,14 @@ local R2 = G.stream(plan.seed, index * 1000 + generation + 500000)
 -- issue 33's, worker_holds.lua)
 local R3 = G.stream(plan.seed, index * 1000 + generation + 1000000)
 local R4 = G.stream(plan.seed, index * 1000 + generation + 1500000)
+-- (issue 36's on_queued, drawn on a stream of its own: the programs of
+-- the seeds on record stay as they were)
+local R5 = G.stream(plan.seed, index * 1000 + generation + 2000000)
 -- what the modules share (plan.broken: the recipes broken on purpose,
 -- worker_objects.lua)
 local W = { zklock = zklock, G = G, plan = plan, avoid = avoid,
   focus = focus, broken = plan.broken or {}, index = index, P = P,
-  now = now, R = R, R2 = R2, R3 = R3, R4 = R4, OPS = {},
+  now = now, R = R, R2 = R2, R3 = R3, R4 = R4, R5 = R5, OPS = {},
   MAX_DATA = 1040384 } -- (connect's default max_data: docs/limits.md)
 local broken, OPS = W.broken, W.OPS
 dofile("spec/chaos/worker_log.lua")(W, logfile)
