@@ -51,16 +51,21 @@ for _, name in ipairs(loops.available()) do
 
     it(N .. " coroutines wait on a lock held elsewhere while a timer of " ..
        "the loop ticks (and collects garbage); each takes it once it is " ..
-       "given up", function()
+       "given up, told its place first (on_queued)", function()
       local path = H.path(name .. "-tick")
       local L = loops.new(name)
       local zk = assert(L.connect(srv.connect_string))
       local holder = hold_elsewhere(srv, path)
       local got, ticks, given_at = {}, 0, nil
+      local told = {} -- (on_queued: once each, a place behind the holder)
       for i = 1, N do
         L.spawn(function()
           local m = zk:mutex(path)
-          assert(m:acquire(20))
+          assert(m:acquire(20, { on_queued = function(p)
+            assert.is_nil(told[i], "told twice")
+            told[i] = p
+          end }))
+          assert.is_true(told[i] >= 1, "told " .. tostring(told[i]))
           local t = ticks
           assert(m:release())
           got[#got + 1] = { i = i, ticks = t }
@@ -85,6 +90,7 @@ for _, name in ipairs(loops.available()) do
         ticks)
       assert.is_true(given_at >= 5)
       for _, g in ipairs(got) do assert.is_true(g.ticks >= given_at) end
+      assert.equal(N, #told)
       assert.equal(0, queued(holder.client, path))
       zk:close()
       L.finish()

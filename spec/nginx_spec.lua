@@ -451,6 +451,36 @@ describe("zklock under OpenResty (real nginx)", function()
     assert(release:remove())
   end)
 
+  it("on_queued tells a request's light thread its place: 0 for the " ..
+     "holder, 1 behind it (issue 36)", function()
+    local a = start { workers = 1, extra = [[
+      location = /queued { content_by_lua_block {
+        local client = require("stock").client()
+        local path = "/spec/queued"
+        local places = {}
+        local holder = client:mutex(path)
+        assert(holder:acquire(10, { on_queued = function(p)
+          places[1] = p end }))
+        local th = ngx.thread.spawn(function()
+          local m = client:mutex(path)
+          assert(m:acquire(10, { on_queued = function(p)
+            places[2] = p end }))
+          assert(m:release())
+        end)
+        local deadline = ngx.now() + 10
+        while places[2] == nil and ngx.now() < deadline do
+          ngx.sleep(0.01)
+        end
+        assert(holder:release())
+        assert(ngx.thread.wait(th))
+        ngx.say(places[1], " ", places[2])
+      } }
+    ]] }
+    local code, body = a:get("/queued", 30)
+    assert.equal(200, code, body)
+    assert.equal("0 1\n", body)
+  end)
+
   it("runs revocation callbacks in a timer of the worker", function()
     local a = start { workers = 1, extra = EXTRA }
     local release = zk:barrier("/spec/release")
