@@ -5,6 +5,8 @@
 --                         per hand-off, the lock's nodes while they queue
 --                         (the herd.mutex shape, in a cohort)
 --   cohort.handoffs.per_request  the same with cohort = false
+--   cohort.handoffs.on_queued, .per_request.on_queued  both with every
+--                         acquire's on_queued (issue 36: no change)
 --   cohort.fairness       LOCALS coroutines take and give the lock back
 --                         without pause while another session queues for
 --                         it ROUNDS times: the local passes made after its
@@ -46,7 +48,8 @@ local function scheduler(zk)
   return S
 end
 
-local function handoffs(hosts, tag, opts)
+-- (tell: every acquire with on_queued, issue 36: its place counted)
+local function handoffs(hosts, tag, opts, tell)
   local zk = assert(zklock.connect(hosts))
   local other = assert(zklock.connect(hosts))
   local path = "/bench/cohort-" .. tag
@@ -54,10 +57,11 @@ local function handoffs(hosts, tag, opts)
   assert(holder:acquire(10))
   local m = zk:mutex(path, opts)
   local S = scheduler(zk)
-  local done = 0
+  local done, told = 0, 0
+  local aopts = tell and { on_queued = function() told = told + 1 end }
   for _ = 1, WAITERS do
     S.spawn(function()
-      assert(m:acquire(600))
+      assert(m:acquire(600, aopts))
       assert(m:release())
       done = done + 1
     end)
@@ -84,6 +88,7 @@ local function handoffs(hosts, tag, opts)
   local s1 = zk:_stats()
   S.done()
   local rate = WAITERS / secs
+  if tell then assert(told == WAITERS, "on_queued told " .. told) end
   print(("cohort.handoffs%s waiters=%d lock_nodes=%d handoffs_per_s=%.1f " ..
     "requests_per_handoff=%.3f"):format(tag == "on" and "" or "." .. tag,
     WAITERS, nodes, rate, (s1.requests - s0.requests) / WAITERS))
@@ -160,5 +165,12 @@ return function(hosts)
   local off = handoffs(hosts, "per_request", { cohort = false })
   print(("ratio cohort.handoffs/cohort.handoffs.per_request=%.1f " ..
     "(target >= 5)"):format(on / off))
+  -- on_queued (issue 36) costs no request: the same hand-offs with it on
+  local told = handoffs(hosts, "on_queued", nil, true)
+  local told_off = handoffs(hosts, "per_request.on_queued",
+    { cohort = false }, true)
+  print(("ratio cohort.handoffs.on_queued/cohort.handoffs=%.3f " ..
+    "cohort.handoffs.per_request.on_queued/cohort.handoffs.per_request=%.3f " ..
+    "(target ~1: no change)"):format(told / on, told_off / off))
   fairness(hosts)
 end
