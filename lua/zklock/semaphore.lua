@@ -74,7 +74,9 @@ end
 -- @tparam[opt] number timeout seconds (nil: for ever)
 -- @tparam[opt] table opts `max_hold` (seconds): the lease ends by itself
 --  then, as a lost one; `read` (a node path): read it once the lease is
---  held (a guarded read, as a lock's)
+--  held (a guarded read, as a lock's); `on_queued` (a function): called
+--  once, when the acquire is queued, with the acquirers or leases ahead
+--  of it (docs/api.md, "A place in the queue")
 -- @return a lease (see Lease) (with `read`: and the node's data and
 --  version, or nil when there is no such node), or nil, message, code
 function Semaphore:acquire(timeout, opts)

@@ -345,7 +345,9 @@ end
 --  then the hold ends by itself, as a lost one (`is_held()` false,
 --  `on_lost`, node deleted, `release()` answers `lock_lost`), counted from
 --  the first acquire; `read` (a node path): read it with the acquire (not
---  for a semaphore mutex)
+--  for a semaphore mutex); `on_queued` (a function): called once, when the
+--  acquire is queued, with the holds ahead of it (0: it holds at once;
+--  docs/api.md, "A place in the queue")
 -- @return the lock (with `read`: and the node's data and version, or nil
 --  when there is no such node), or nil, message, code (`"timeout"`,
 --  `"session_expired"`, `"closed"`...)
