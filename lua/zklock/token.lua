@@ -26,7 +26,9 @@ local closed, call_op = op.closed, op.call_op
 -- "CZXID.PASS", each zero-padded to 16 lower-case hex digits, sorts as
 -- the pairs do, byte by byte (strcmp, ORDER BY on a text column).
 local FORM = "%016x.%016x"
-local PATTERN = "^(" .. ("%x"):rep(16) .. ")%.(" .. ("%x"):rep(16) .. ")$"
+-- (lower case only: the form is one string per token, compared as it is)
+local PATTERN = "^(" .. ("[0-9a-f]"):rep(16) .. ")%.(" ..
+  ("[0-9a-f]"):rep(16) .. ")$"
 
 -- A non-negative integer (an integer-valued number on LuaJIT).
 local function whole(v)
@@ -80,13 +82,17 @@ end
 
 -- The holders of the lock at path, whatever its kind (as zklock.revoke
 -- finds them): a mutex's first node, a read/write lock's writer or
--- readers, a semaphore's first max_leases leases. Records of
+-- readers, a leader latch's leader, a semaphore's first max_leases
+-- leases; within `timeout` seconds in all. Records of
 -- lock/holders.lua (node, id, token, session), or nil, msg, code.
 local function holders(zk, path, max_leases, timeout)
-  local tries = { { path, "mutex", 1 }, { path, "rw" },
+  local tries = { { path, "mutex", 1 }, { path, "rw" }, { path, "latch", 1 },
     { path .. "/leases", "lease", max_leases or 1 } }
+  local deadline = core.now() + timeout -- (one bound for every try)
   for _, t in ipairs(tries) do
-    local recs, msg, code = call_op(zk, timeout, "_holders", t[1], t[2],
+    local left = deadline - core.now()
+    if left <= 0 then return nil, "timeout", "timeout" end
+    local recs, msg, code = call_op(zk, left, "_holders", t[1], t[2],
       t[3], nil, false, true)
     if not recs and code ~= "no_node" then return nil, msg, code end
     if recs and #recs > 0 then return recs end
@@ -99,7 +105,8 @@ local CHECK_OPTIONS = check.options({ "max_leases", "timeout" })
 --- Whether `token` is a current hold of the lock at `path`: its node
 -- still exists and holds (is first in the queue; for a read/write lock,
 -- the writer or a reader before the first writer; for a semaphore, among
--- the first `max_leases` leases).  A sync, a listing and a get behind it,
+-- the first `max_leases` leases; a leader latch's leader).  A sync, a
+-- listing and a get behind it,
 -- pipelined, for a mutex; up to three for the other kinds (the sync: a
 -- member behind the leader must not call a stale token current).  A passed hold's pass lives in
 -- its process, not on the server: the answer is the node's, and a

@@ -141,8 +141,9 @@ return function(W)
       end
     end
     -- on_queued (issue 36) on a third of the acquires that take it: told
-    -- once, a place >= 0, and before any hold (api.md, "A place in the
-    -- queue"); not on the broken fifo's, which acquires again and again
+    -- at most once, exactly once when it holds, a place >= 0 (api.md, "A
+    -- place in the queue"); not on the broken fifo's, which acquires again
+    -- and again
     local told
     if kind ~= "multi" and take == obj.acquire and W.R5:chance(0.3) then
       told = {}

@@ -274,8 +274,12 @@ end
 local function wait_turn(f, c, w, timeout, deadline, read, a)
   local client = f.client
   -- (queued in the cohort: told of its place, once; an error there ends
-  -- the wait, w leaving the queue: the guard)
-  if a and a.on_queued then node.tell(a, place(c, w)) end
+  -- the wait, w leaving the queue: the guard.  A waiter first in an idle
+  -- cohort is told from its own node's listing, below.)
+  if a and a.on_queued and not (head(c) == w and not c.holder and
+      not c.att) then
+    node.tell(a, place(c, w))
+  end
   while true do
     if w.granted then
       w.gone = true
@@ -322,7 +326,8 @@ local function wait_turn(f, c, w, timeout, deadline, read, a)
       local att = c.att
       wait_on(c, w, att)
       local st, msg, code = await(client, att, deadline,
-        client:session_timeout())
+        client:session_timeout(), a and not a.told and node.first_of(a) or
+        nil)
       unlist(w)
       if w.gone then -- (left meanwhile: abandoned by zklock.ngx)
         return nil, "abandoned", "closed"
