@@ -166,7 +166,10 @@ describe("zklock.check_token", function()
     local latch = assert(zk:leader_latch(base .. "/l"):start())
     assert(latch:await(10))
     assert.equal(zklock.token_string(latch:token()), latch:token("string"))
+    -- (check_token finds a latch's leader too)
+    assert.is_true(zklock.check_token(zk, base .. "/l", latch:token("string")))
     latch:close()
+    assert.is_false((zklock.check_token(zk, base .. "/l", t[1])))
     for _, o in ipairs({ sem, ml, latch }) do
       assert.has_error(function() o:token(1) end,
         "bad argument #1 to 'token' (\"string\" or nothing expected, " ..
