@@ -45,6 +45,13 @@ function M.init_worker()
   W.zk = W.new_client(assert(zngx.connect(hosts, {
     session_timeout = plan.st, connect_timeout = 30,
     id = "chaos ngx " .. pid })))
+  -- (its session's state 5 and 15 s on, for the driver's look at a new
+  -- worker not seen connected: run_ngx.lua, KW; no checker reads NS)
+  for _, d in ipairs({ 5, 15 }) do
+    ngx.timer.at(d, function()
+      W.L("NS", P, W.zk:state(), W.zk:servers(), W.now())
+    end)
+  end
 end
 
 -- Ask is_held() (W.sample), and log each newer true answer (OT): a hold
@@ -72,7 +79,14 @@ function M.hold()
   n_req = n_req + 1
   local t = TARGETS[R:int(1, #TARGETS)]
   local task = { name = ("n%d/%s"):format(n_req, W.P) }
-  local m = W.made_on(W.zk:mutex(t.path), W.zk)
+  -- (the target's cohort options, as the workers' (worker_objects.lua):
+  -- a target out of lock cohorts has a node per acquire, and the fifo
+  -- checker holds it to its nodes' order; nginx's used the default, a
+  -- cohort, and jumped the queue of a target out of them: the moving
+  -- soak's fifo finding, seed 1795815466.  No linger: a request's lock
+  -- object is used once)
+  local m = W.made_on(W.zk:mutex(t.path, { cohort = t.cohort,
+    pass_limit = t.pass_limit }), W.zk)
   local timeout = R:pick({ 0.5, 2, 2, W.plan.st * 2 })
   W.call_start(task, m)
   local t_s = W.now()

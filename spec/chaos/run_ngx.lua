@@ -137,7 +137,9 @@ function X.kill(H, set, rf, direct, E, st)
         local log = H.read(("%s/ngx-%d.log"):format(set.logs, w)) or ""
         local last = {}
         for line in log:gmatch("[^\n]+") do
-          if line:find("^[ZSE] ") then last[#last + 1] = line end
+          if line:find("^[ZSE] ") or line:find("^NS ") then
+            last[#last + 1] = line
+          end
         end
         seen[#seen + 1] = ("new worker %d (%s): %s"):format(w,
           alive(w) and "alive" or "gone",
