@@ -45,6 +45,12 @@ function M.init_worker()
   W.zk = W.new_client(assert(zngx.connect(hosts, {
     session_timeout = plan.st, connect_timeout = 30,
     id = "chaos ngx " .. pid })))
+  -- (connected already: on_state tells of changes from its call on, and
+  -- the first connection may come before it: the moving soak, seed
+  -- 1795803399, had a new worker connected with no Z line)
+  if W.zk:state() == "connected" then
+    W.L("Z", W.client_id(W.zk), "connected", W.now())
+  end
   -- (its session's state 5 and 15 s on, for the driver's look at a new
   -- worker not seen connected: run_ngx.lua, KW; no checker reads NS)
   for _, d in ipairs({ 5, 15 }) do

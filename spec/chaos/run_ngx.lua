@@ -121,7 +121,8 @@ function X.kill(H, set, rf, direct, E, st)
       if w ~= pid and alive(w) and not H.contains(ws, w) then
         local log = H.read(("%s/ngx-%d.log"):format(set.logs, w)) or ""
         if log:find("\nZ " .. w .. "%.0/0 connected ") or
-            log:find("^Z " .. w .. "%.0/0 connected ") then
+            log:find("^Z " .. w .. "%.0/0 connected ") or
+            log:find("\nNS " .. w .. "%.0 connected ") then
           fresh = w
         end
       end

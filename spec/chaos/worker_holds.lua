@@ -126,8 +126,12 @@ return function(W)
   -- Set a semaphore's callbacks (both, or one drawn).
   function W.lease_callbacks(sem, t)
     local which = R4:pick({ "both", "both", "lost", "revoke" })
-    if which ~= "revoke" then sem:on_lost(lease_callback("lost", t.name)) end
-    if which ~= "lost" then sem:on_revoke(lease_callback("revoke", t.name)) end
+    if which ~= "revoke" then
+      sem:on_lost(W.callback(lease_callback("lost", t.name)))
+    end
+    if which ~= "lost" then
+      sem:on_revoke(W.callback(lease_callback("revoke", t.name)))
+    end
   end
 
   -- What a lease's hold does in its callbacks: release or not.
@@ -156,7 +160,7 @@ return function(W)
       end
     end
     local which = R4:pick({ "both", "lost", "revoke" })
-    if which ~= "revoke" then ml:on_lost(cb("lost")) end
-    if which ~= "lost" then ml:on_revoke(cb("revoke")) end
+    if which ~= "revoke" then ml:on_lost(W.callback(cb("lost"))) end
+    if which ~= "lost" then ml:on_revoke(W.callback(cb("revoke"))) end
   end
 end

@@ -205,11 +205,11 @@ return function(W)
     if broken.leak and t.name == "m1" then task.force_shared = task.kid end
     local revocable = how ~= "shared" and R:chance(cw_focus and 0.7 or 0.3)
     if revocable then
-      obj:on_revoke(function(l)
+      obj:on_revoke(W.callback(function(l)
         task.revoked = true
         local ok, err = pcall(l.release, l)
         if not ok then unexpected(task, "on_revoke release", err) end
-      end)
+      end))
     end
     -- (not on the recipes broken on purpose: with_lock refuses to update
     -- what is not a zklock mutex)
