@@ -302,6 +302,11 @@ function C.run(profile, seed, opts)
         direct:semaphore(t.path, 1)
       local recs = lk:holders(2)
       local ask = { recs and recs[1] and recs[1].token, seen_token[t.name] }
+      -- (broken: also a token that is not the holder's, for certain, so
+      -- that the lie is there to find whenever a hold lasts over a check)
+      if prof.broken and prof.broken.tokens and ask[1] then
+        ask[2] = ask[1] - 1
+      end
       if ask[1] then seen_token[t.name] = ask[1] end
       for i = 1, 2 do
         local token = ask[i]
