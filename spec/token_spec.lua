@@ -195,6 +195,15 @@ describe("zklock.check_token", function()
   end)
 end)
 
+-- (a known bug, found by this spec with a 4 s session for the stale
+-- holder: its successor's acquire, having waited about 4 s behind it,
+-- returned a hold that is_held() called false, and token() nil, for about
+-- half a second, until the server was heard from again; the acquire
+-- should return only a hold it believes.  With a 2 s session the wait
+-- stays inside the margin.)
+pending("an acquire that waited longer than the liveness margin returns " ..
+  "a hold not yet believed (is_held() false, token() nil for a moment)")
+
 describe("a resource that checks tokens", function()
   local srv, zk
   lazy_setup(function()
