@@ -340,8 +340,7 @@ function Latch:token(form)
   local f = fields(self, "token")
   token.check_form(form, 1, "token")
   if f.closed or not f.att or not f.att:held() then return nil end
-  local czxid = select(2, f.att:info())
-  return form and token.format(czxid) or czxid
+  return (token.answer(select(2, f.att:info()), nil, form))
 end
 
 --- Leave the election: our node goes (leadership, if we had it, ends,

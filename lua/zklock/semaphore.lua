@@ -167,8 +167,7 @@ function Lease:token(form)
   local l = lease_fields(self, "token")
   token.check_form(form, 1, "token")
   if l.released or not live(l) then return nil end
-  local czxid = select(2, l.att:info())
-  return form and token.format(czxid) or czxid
+  return (token.answer(select(2, l.att:info()), nil, form))
 end
 
 --- The lease's node path, or nil once released.

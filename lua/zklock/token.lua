@@ -41,6 +41,15 @@ function T.format(czxid, pass)
   return FORM:format(czxid, pass or 0)
 end
 
+--- What a token() method answers for a hold of node czxid and pass
+-- (nil or 0: not passed): with form "string", the string form; else the
+-- czxid, and the pass when there is one.
+function T.answer(czxid, pass, form)
+  if form then return T.format(czxid, pass) end
+  if pass and pass > 0 then return czxid, pass end
+  return czxid
+end
+
 --- A token() method's argument: nil, or "string" (argument n of fname).
 function T.check_form(form, n, fname)
   if form ~= nil and form ~= "string" then

@@ -7,6 +7,10 @@ return function(x)
   local H, prof, rf, members, cl = x.H, x.prof, x.rf, x.members, x.cl
   local proxies, st, live, spawn, slots, procs = x.proxies, x.st, x.live,
     x.spawn, x.slots, x.procs
+  -- a member's role (srvr's Mode), or nil when it does not answer
+  local function mode(m)
+    return (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
+  end
   return {
     kill = function()
       local i = rf:int(1, prof.workers)
@@ -50,7 +54,7 @@ return function(x)
       if not leader then return false end
       local followers, observers = {}, {}
       for _, m in ipairs(members) do
-        local md = (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
+        local md = mode(m)
         if md == "observer" then observers[#observers + 1] = m
         elseif m ~= leader then followers[#followers + 1] = m end
       end
@@ -90,7 +94,7 @@ return function(x)
       if not (cl and cl.net) then return false end
       local voters, observers = {}, {}
       for _, m in ipairs(members) do
-        local md = (m:four_letter("srvr", 2) or ""):match("Mode: (%a+)")
+        local md = mode(m)
         local list = md == "observer" and observers or voters
         list[#list + 1] = m
       end

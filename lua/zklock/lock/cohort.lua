@@ -255,6 +255,18 @@ end
 -- and the waiter that waits on it, then the waiters queued ahead of w.
 -- (Remote contenders seen, that w will queue behind, are not counted:
 -- not known yet.)
+-- The waiters of cohort c still waiting in its queue ahead of w (nil:
+-- all of them).
+local function waiting_ahead(c, w)
+  local q, n = c.q, 0
+  for i = q.first, q.last do
+    local x = q[i]
+    if x == w then break end
+    if x and not x.gone and not x.granted then n = n + 1 end
+  end
+  return n
+end
+
 local function place(c, w)
   local h, n = c.holder, 0
   if h then
@@ -262,13 +274,7 @@ local function place(c, w)
   elseif c.att then
     n = c.att:ahead() or 0
   end
-  local q = c.q
-  for i = q.first, q.last do
-    local x = q[i]
-    if x == w then break end
-    if x and not x.gone and not x.granted then n = n + 1 end
-  end
-  return n
+  return n + waiting_ahead(c, w)
 end
 
 local function wait_turn(f, c, w, timeout, deadline, read, a)
@@ -606,10 +612,7 @@ function M.stats(f)
   local _, c = existing(f)
   if not c then return { waiting = 0, pass = 0, counted = 0 } end
   local n = (c.holder and c.holder.solo and not c.holder.granted) and 1 or 0
-  for i = c.q.first, c.q.last do
-    local w = c.q[i]
-    if w and not w.gone and not w.granted then n = n + 1 end
-  end
+  n = n + waiting_ahead(c, nil)
   return { waiting = n, pass = c.pass, counted = c.counted,
     token = c.att and select(2, c.att:info()) }
 end

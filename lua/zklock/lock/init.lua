@@ -505,10 +505,7 @@ function Lock:token(form)
   token.check_form(form, 1, "token")
   local h = hold_of(f)
   if not h or not live(h) then return nil end
-  local czxid = select(2, h.att:info())
-  if form then return token.format(czxid, h.pass) end
-  if h.pass and h.pass > 0 then return czxid, h.pass end
-  return czxid
+  return token.answer(select(2, h.att:info()), h.pass, form)
 end
 
 --- The node path of the calling coroutine's hold or queued attempt.
