@@ -169,16 +169,20 @@ function K.check(logs, env)
     end
     parts[#parts + 1] = name .. "=" .. #list_
   end
-  local kinds = {}
+  local kinds, ttl = {}, 0
+  local targets = env.plan and env.plan.targets or {}
   for _, h in ipairs(list(logs, "H")) do
     kinds[h.kind] = (kinds[h.kind] or 0) + 1
+    if targets[h.target] and targets[h.target].ttl then ttl = ttl + 1 end
   end
   local kl, holds = {}, 0
   for k, n in pairs(kinds) do kl[#kl + 1] = k .. "=" .. n; holds = holds + n end
   table.sort(kl)
-  s.holds, s.by_kind = holds, kinds
-  s.line = ("holds %d (%s); violations: %s"):format(holds,
-    table.concat(kl, " "), table.concat(parts, " "))
+  s.holds, s.by_kind, s.ttl = holds, kinds, ttl
+  -- (holds on TTL nodes, issue 36: among the mutexes')
+  s.line = ("holds %d (%s%s); violations: %s"):format(holds,
+    table.concat(kl, " "), ttl > 0 and ("; on TTL nodes %d"):format(ttl)
+    or "", table.concat(parts, " "))
   return s
 end
 

@@ -145,6 +145,18 @@ function G.plan(seed, root, workers, opts, focus)
       end
     end
   end
+  -- holds on TTL nodes (issue 36: docs/api.md, "Holds that outlive the
+  -- process"): a mutex of its own, t1, out of plan.order (so that the
+  -- workers' picks of a mutex stay what they were), drawn on a stream of
+  -- its own; each worker's one TTL acquirer takes it with an id that its
+  -- replacement shares (worker.lua).  avoid.ttl: none.
+  if not opts.ttl then
+    local rt = G.stream(seed, 131)
+    plan.targets.t1 = { name = "t1", kind = "mutex", path = root .. "/t1",
+      counter = root .. "/data/t1", ttl = rt:pick({ 1, 2, 4 }),
+      cohort = false, pass_limit = 0 }
+    plan.extra = { "t1" }
+  end
   return plan
 end
 

@@ -61,7 +61,12 @@ C.FAULTS = { "kill", "stop", "pause", "restart", "cut", "expire",
 -- kind of hold, before its limit, racing it, after it, and math.huge.
 C.COMPOSITIONS = { "downgrade", "smutex_shared", "abandon_lease",
   "linger", "big", "cohort", "cohort_write", "renew", "lease_ends",
-  "lease_write", "extend" }
+  "lease_write", "extend", "ttl" }
+-- Issue 36 added ttl: holds on TTL nodes (gen.lua's t1), one acquirer per
+-- worker on streams of its own, its id shared with its replacement.
+-- (How often the servers look for expired TTL nodes: a killed acquirer's
+-- node nobody takes back outlives its TTL by up to that.)
+local TTL_CHECK = 0.5
 -- (what a composition keeps in when it is the one kept: extend meets
 -- cohort passes, lingering nodes and downgrades)
 C.NEEDS = { cohort_write = { cohort = true }, renew = { cohort = true },
@@ -183,7 +188,8 @@ function C.run(profile, seed, opts)
       if not cuts then log("chaos: no partition faults here: " .. why) end
     end
     cl = testing.cluster(prof.ensemble == true and 3 or prof.ensemble,
-      { reconfig = prof.reconfig, partitions = cuts or nil })
+      { reconfig = prof.reconfig, partitions = cuts or nil,
+        ttl_check = TTL_CHECK })
     for _ = 1, prof.observers or 0 do assert(cl:add({ observer = true })) end
     members = cl.members -- (moved in place by a reconfiguration)
   else
@@ -191,7 +197,7 @@ function C.run(profile, seed, opts)
       C.TRANSPORTS[G.stream(seed, 55):int(1, #C.TRANSPORTS)]
     -- (TLS: a client certificate wanted, not needed, so that the
     -- workers' clients without one take part: worker.lua)
-    srv = testing.server({ tls = transport == "tls",
+    srv = testing.server({ tls = transport == "tls", ttl_check = TTL_CHECK,
                            client_auth = transport == "tls" and "want" or nil,
                            sasl = transport == "sasl" })
     members = { srv }
@@ -391,7 +397,10 @@ function C.run(profile, seed, opts)
     end
     -- what the workers wrote, and what is left
     local finals = {}
-    for _, n in ipairs(plan.order) do
+    local named = {}
+    for _, n in ipairs(plan.order) do named[#named + 1] = n end
+    for _, n in ipairs(plan.extra or {}) do named[#named + 1] = n end
+    for _, n in ipairs(named) do
       local t = plan.targets[n]
       if t.counter then
         local data, _, code = direct:get(t.counter, 10)

@@ -40,11 +40,31 @@ local R4 = G.stream(plan.seed, index * 1000 + generation + 1500000)
 -- (issue 36's on_queued, drawn on a stream of its own: the programs of
 -- the seeds on record stay as they were)
 local R5 = G.stream(plan.seed, index * 1000 + generation + 2000000)
+-- The streams as the modules draw on them: the running task's own set,
+-- if it has one (task.streams: issue 36's TTL acquirer below), else the
+-- worker's, so that a task with streams of its own leaves every other
+-- task's draws what they were.
+local by_co = {} -- coroutine -> its task (the scheduler's)
+local function streams_of(name, base)
+  local p = {}
+  return setmetatable(p, { __index = function(_, k)
+    local f = function(_, ...)
+      local co = coroutine.running()
+      local task = co and by_co[co]
+      local s = task and task.streams and task.streams[name] or base
+      return s[k](s, ...)
+    end
+    rawset(p, k, f)
+    return f
+  end })
+end
 -- what the modules share (plan.broken: the recipes broken on purpose,
 -- worker_objects.lua)
 local W = { zklock = zklock, G = G, plan = plan, avoid = avoid,
   focus = focus, broken = plan.broken or {}, index = index, P = P,
-  now = now, R = R, R2 = R2, R3 = R3, R4 = R4, R5 = R5, OPS = {},
+  now = now, R = streams_of("R", R), R2 = streams_of("R2", R2),
+  R3 = streams_of("R3", R3), R4 = streams_of("R4", R4),
+  R5 = streams_of("R5", R5), OPS = {},
   MAX_DATA = 1040384 } -- (connect's default max_data: docs/limits.md)
 local broken, OPS = W.broken, W.OPS
 
@@ -105,7 +125,7 @@ L("S", P, core.pid(), now())
 
 local ABANDON = setmetatable({}, { __tostring = function()
   return "chaos: wait abandoned" end })
-local tasks, by_co = {}, {}
+local tasks = {}
 local clients = { zk } -- every client to dispatch and close
 local has_close = coroutine.close ~= nil
 
@@ -138,7 +158,10 @@ local function sleep(d)
 end
 
 local function spawn(name, fn)
-  local task = { name = name .. "/" .. P, fn = fn }
+  local co = coroutine.running()
+  local parent = co and by_co[co]
+  local task = { name = name .. "/" .. P, fn = fn,
+    streams = parent and parent.streams } -- (a child draws as its parent)
   task.co = coroutine.create(function() return fn(task) end)
   by_co[task.co] = task
   tasks[#tasks + 1] = task
@@ -213,6 +236,37 @@ if R:chance(0.5) then
 end
 
 for i = 1, R:int(2, 4) do spawn("g" .. i, general) end
+-- Holds on a TTL node (issue 36; gen.lua's t1): one acquirer, on a client
+-- of its own whose id the worker's replacement shares, so that a
+-- replacement takes back the node of the worker killed (docs/api.md,
+-- "Holds that outlive the process"); the mutex op's hold on it, drawn on
+-- streams of its own.
+if plan.targets.t1 then
+  local c = zklock.connect(plan.hosts, { session_timeout = plan.st,
+    connect_timeout = 30, id = "chaos ttl " .. index, tls = tls,
+    sasl = plan.sasl, follow_ensemble = follow })
+  if c then
+    W.new_client(c)
+    clients[#clients + 1] = c
+    W.ttl_client = c
+    local base = index * 1000 + generation + 2500000
+    local function ttl(task)
+      task.force_shared = true
+      while now() < plan.t_end do
+        local ok, err = pcall(OPS.mutex, task, "t1")
+        if not ok then unexpected(task, "mutex", err) end
+        release_client(task)
+        sleep(W.R:float() * 0.05)
+      end
+    end
+    local task = spawn("ttl", ttl)
+    task.streams = { R = G.stream(plan.seed, base),
+      R2 = G.stream(plan.seed, base + 100), R3 = G.stream(plan.seed, base + 200),
+      R4 = G.stream(plan.seed, base + 300), R5 = G.stream(plan.seed, base + 400) }
+  else
+    unexpected(nil, "connect", "the TTL acquirer's client")
+  end
+end
 if focus == "cohort_write" then -- (revocations all along)
   spawn("revoker", function(task)
     while now() < plan.t_end do OPS.revoke(task) end
@@ -245,6 +299,7 @@ while true do
         task.gone = true
         by_co[task.co] = nil
         tasks[i] = spawn(task.name:match("^[^/]*"), task.fn)
+        tasks[i].streams = task.streams
         tasks[#tasks] = nil
         if drop_it then -- the task, its coroutine and its object go
           task = nil -- luacheck: ignore

@@ -28,7 +28,7 @@ return function(W)
         return require("zklock.testing").broken_mutex(c, t.path, 2)
       end
       return c:mutex(t.path, { linger = t.linger, cohort = t.cohort,
-        pass_limit = t.pass_limit })
+        pass_limit = t.pass_limit, ttl = t.ttl })
     elseif t.kind == "rw" then
       local rw = c:rwlock(t.path, { linger = t.linger, cohort = t.cohort,
         pass_limit = t.pass_limit })
@@ -51,7 +51,7 @@ return function(W)
 
   local shared = {}
   local function shared_obj(t)
-    shared[t.name] = shared[t.name] or make(zk, t)
+    shared[t.name] = shared[t.name] or make(t.ttl and W.ttl_client or zk, t)
     return shared[t.name]
   end
 

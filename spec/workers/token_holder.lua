@@ -1,6 +1,6 @@
 -- A holder that will be stale (spec/token_spec.lua):
 -- `token_holder.lua hosts path ports tokenfile gofile outfile`.
--- Takes the mutex at `path` (a 2 s session), writes its token's string
+-- Takes the mutex at `path` (a 4 s session), writes its token's string
 -- form to `tokenfile`, writes "a1" with it to every resource of `ports`
 -- (comma-separated), then waits (bounded) for `gofile` — the spec freezes
 -- it meanwhile, past its session — and writes "a2" with the same token,
@@ -11,7 +11,7 @@ local socket = require "socket"
 
 local hosts, path, ports, tokenfile, gofile, outfile = ...
 
-local zk = assert(W.connect(hosts, { session_timeout = 2 }))
+local zk = assert(W.connect(hosts, { session_timeout = 4 }))
 local m = zk:mutex(path)
 assert(m:acquire(30))
 local token = m:token("string")

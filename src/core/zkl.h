@@ -349,6 +349,11 @@ void zkl_attempt_max_hold(zkl_attempt *l, double seconds);
 int zkl_attempt_extend(zkl_attempt *l, double seconds);
 /* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
 void zkl_attempt_notify_held(zkl_attempt *l);
+/* Before the start, a mutex's: its node is persistent with a TTL of
+ * `seconds`, renewed while queued or held, and named after the
+ * participant id, which finds it again after a restart (docs/design.md,
+ * section 4.15).  0 with err otherwise. */
+int zkl_attempt_ttl(zkl_attempt *l, double seconds, zkl_error *err);
 int zkl_attempt_start(zkl_attempt *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */

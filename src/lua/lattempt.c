@@ -280,6 +280,20 @@ static int lattempt_notify_held(lua_State *L) {
   return 0;
 }
 
+/* attempt:ttl(seconds): before start, a mutex's node is persistent with
+ * that TTL, renewed, and named after the participant id (docs/design.md,
+ * section 4.15) */
+static int lattempt_ttl(lua_State *L) {
+  zkl_attempt *l = lattempt_check(L);
+  double s = luaL_checknumber(L, 2);
+  zkl_error err;
+  luaL_argcheck(L, s >= 0.001 && s < 1e9, 2,
+                "ttl must be a number of seconds > 0");
+  if (!zkl_attempt_ttl(l, s, &err)) return luaL_error(L, "zklock: %s",
+                                                      err.msg);
+  return 0;
+}
+
 /* attempt:revocable(): watch our node for revocation requests */
 static int lattempt_revocable(lua_State *L) {
   zkl_attempt_revocable(lattempt_check(L));
@@ -364,6 +378,7 @@ void zkl_open_attempt(lua_State *L) {
     { "info", lattempt_info },
     { "ahead", lattempt_ahead },
     { "revocable", lattempt_revocable },
+    { "ttl", lattempt_ttl },
     { "notify_held", lattempt_notify_held },
     { "serial", lattempt_serial },
     { "rest_on", lattempt_rest_on },

@@ -49,6 +49,10 @@ nodes), a distributed flock(1).
                      group ended
   --id TEXT          written into the lock node; `zklock holders` shows it
                      (default: "zklock run HOST pid N: CMD", without ARGs)
+  --ttl S            hold on a TTL node (with --id): the hold outlives
+                     this tool, killed or its host restarted, for S
+                     seconds; a run with the same --id takes it back at
+                     once (the server must allow TTL nodes)
 CMD runs in a process group of its own: signals go to the whole group
 (not SIGUSR1: an ask), and the lock is held until every process of the
 group has ended.  After the hold ended, an ask is refused.
@@ -169,7 +173,7 @@ local COMMON = { ["session-timeout"] = "secs_pos", ["no-follow"] = "flag",
 local COMMANDS = {
   run = { ["timeout"] = "timeout", ["max-hold"] = "secs_pos",
     ["signal"] = "signal", ["kill-after"] = "secs", ["id"] = "text",
-    ["revocable"] = "flag", ["heartbeat"] = "file" },
+    ["revocable"] = "flag", ["heartbeat"] = "file", ["ttl"] = "secs_pos" },
   holders = { ["leases"] = "count" },
   revoke = { ["leases"] = "count" },
   ["wait-barrier"] = { ["timeout"] = "timeout" },
@@ -229,6 +233,13 @@ local function parse(cmd, args, i)
     if argv[1] == "" then usage_error("run: the command is empty") end
     if opts.heartbeat and not opts.max_hold then
       usage_error("run: --heartbeat needs --max-hold")
+    end
+    if opts.ttl and not opts.id then
+      usage_error("run: --ttl needs --id (the id that takes the hold back)")
+    end
+    if opts.ttl and opts.revocable then
+      usage_error("run: --ttl and --revocable do not go together (a hold " ..
+        "on a TTL node is not revocable)")
     end
   elseif rest and rest <= #args then
     usage_error("%s: unexpected argument '%s'", cmd, args[rest])

@@ -97,7 +97,7 @@ end
 -- and 2: those it was given)
 function M.run(hosts, path, opts, argv, inherit)
   local zk = connect("run", hosts, opts, opts.id or default_id(argv))
-  local m = zk:mutex(path)
+  local m = zk:mutex(path, opts.ttl and { ttl = opts.ttl } or nil)
   local held, msg, code = interruptible_call(zk, m.acquire, m, opts.timeout,
     { max_hold = opts.max_hold })
   if not held then

@@ -178,7 +178,7 @@ L.check_opts = check_opts
 -- the lock constructors' options (mutex, semaphore_mutex, rwlock,
 -- semaphore): those kinds that do not linger refuse it by name
 local LOCK_OPTIONS = check.options({ "max_hold", "linger", "cohort",
-  "pass_limit" })
+  "pass_limit", "ttl" })
 
 -- A lock object of `kind` (its fields: kind, markers, name, max_leases,
 -- single) on path; `partner`: the other lock of a read/write lock.
@@ -211,6 +211,25 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
       "(cohort): see docs/api.md, Cohorts")
   end
   if kind.kind ~= "mutex" and kind.kind ~= "write" then on = false end
+  -- a hold on a TTL node (docs/api.md, "Holds that outlive the process"):
+  -- a mutex's, alone (one node per participant id: no cohort to pass it
+  -- in, no cache to keep it in)
+  local ttl = opts and opts.ttl
+  if ttl ~= nil then
+    if type(ttl) ~= "number" or not (ttl >= 0.001 and ttl < 1e9) then
+      argerror(n or 2, fname, "ttl must be a number of seconds > 0")
+    end
+    if kind.kind ~= "mutex" or kind.single then
+      argerror(n or 2, fname, "only a mutex holds on a TTL node (ttl): " ..
+        "see docs/api.md, Holds that outlive the process")
+    end
+    if keep_s or opts.cohort then
+      argerror(n or 2, fname, "a lock with ttl neither lingers nor " ..
+        "queues in a cohort (ttl with " .. (keep_s and "linger" or
+        "cohort") .. "): see docs/api.md, Holds that outlive the process")
+    end
+    on = false
+  end
   -- a semaphore's leases live under <path>/leases, its acquirers queue on
   -- the internal lock <path>/locks (Curator InterProcessSemaphoreV2)
   local dir = kind.kind == "lease" and path .. "/leases" or path
@@ -219,7 +238,7 @@ local function new_lock(client, path, fname, kind, opts, n, partner)
     max_leases = kind.max_leases or 1, markers = kind.markers,
     name = kind.name, owners = setmetatable({}, WEAK_KEYS),
     -- (owners: see "holds" below)
-    single = kind.single, max_hold = max_hold, linger = keep_s,
+    single = kind.single, max_hold = max_hold, linger = keep_s, ttl = ttl,
     cohort = on, pass_limit = limit or dflt.pass_limit or session.PASS_LIMIT_DEFAULT,
     metric = kind.name:gsub("^zklock%.", ""), -- (zklock.metrics' kind)
     partner = partner and unbox(partner),
@@ -276,6 +295,11 @@ function Lock:on_revoke(fn)
   local f = fields(self, "on_revoke")
   if type(fn) ~= "function" then
     argerror(1, "on_revoke", "function expected, got " .. type(fn))
+  end
+  if f.ttl then
+    argerror(1, "on_revoke", "a lock with ttl is not revocable: its " ..
+      "renewals write its node (docs/api.md, Holds that outlive the " ..
+      "process)")
   end
   f.revoke_fn = fn
   for co, own in pairs(f.owners) do

@@ -50,6 +50,7 @@ function M.start(f, timeout, ignore, max_hold, read)
   local att = client:_lock(f.dir, f.kind, f.max_leases,
     M.owner_data(client), ignore, max_hold)
   if read then att:read_with(read) end
+  if f.ttl then att:ttl(f.ttl) end
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews(client) then
     -- the timer thread is opening a new session: wait for it

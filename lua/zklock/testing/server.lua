@@ -29,6 +29,10 @@ local with_port_retry, class = P.with_port_retry, P.class
 -- Makes the directory, zoo.cfg and myid of a new server (not started):
 -- opts.dir (a standalone server's, kept), else a new one.
 function M.new_state(port, opts, id, servers)
+  local tc = opts.ttl_check
+  if tc ~= nil and (type(tc) ~= "number" or not (tc > 0 and tc < 1e6)) then
+    error("zklock.testing: ttl_check must be a number of seconds > 0", 0)
+  end
   local dir = not id and opts.dir
   if dir and dir:sub(1, 1) ~= "/" then dir = os.getenv("PWD") .. "/" .. dir end
   local st = { host = HOST, port = port, id = id, dir = dir or mktemp(
@@ -51,6 +55,15 @@ function M.new_state(port, opts, id, servers)
     cfg[#cfg + 1] = table.concat(servers, "\n")
   end
   secure.config(st, opts, cfg)
+  -- TTL nodes (zklock's ttl holds) are allowed on every server; how often
+  -- the leader looks for expired ones is the server's (60 s) unless
+  -- ttl_check says
+  st.jvm_opts = (st.jvm_opts or "") .. (opts.ttl_nodes == false and ""
+    or " -Dzookeeper.extendedTypesEnabled=true")
+  if opts.ttl_check then
+    st.jvm_opts = st.jvm_opts .. (" -Dznode.container.checkIntervalMs=%d")
+      :format(math.max(1, math.floor(opts.ttl_check * 1000 + 0.5)))
+  end
   for k, v in pairs(opts.config or {}) do cfg[#cfg + 1] = k .. "=" .. v end
   spit(dir .. "/zoo.cfg", table.concat(cfg, "\n") .. "\n")
   return st
@@ -175,10 +188,10 @@ end
 -- `detach`.
 local CLUSTER_OPTIONS = argcheck.options({ "tick_time", "min_session_timeout",
   "max_session_timeout", "config", "timeout", "tls", "tls_server", "sasl",
-  "reconfig", "client_auth", "partitions" })
+  "reconfig", "client_auth", "partitions", "ttl_check", "ttl_nodes" })
 local SERVER_OPTIONS = argcheck.options({ "port", "dir", "detach", "tick_time",
   "min_session_timeout", "max_session_timeout", "config", "timeout", "tls",
-  "tls_server", "sasl", "client_auth" })
+  "tls_server", "sasl", "client_auth", "ttl_check", "ttl_nodes" })
 
 -- opts (argument n of fname): a table of the `allowed` keys, or nil.
 local function check_opts(opts, allowed, n, fname)
@@ -206,7 +219,11 @@ end
 -- default, or "want" or "none"), `sasl`
 -- (true, or { users = { name = password, ... }, required = false }: SASL
 -- DIGEST-MD5 with those users, default { zklock = "zklock-secret" },
--- required of every session unless `required = false`)
+-- required of every session unless `required = false`), `ttl_check`
+-- (seconds: how often the server looks for expired TTL nodes, its
+-- `znode.container.checkIntervalMs`; default the server's, 60 s),
+-- `ttl_nodes` (false: TTL nodes refused; by default they are allowed,
+-- `zookeeper.extendedTypesEnabled`)
 -- @return server: fields `host`, `port`, `connect_string`, `dir`, and
 -- with `tls`, `tls` (the options a client connects with) and
 -- `certificates`; with `sasl`, `sasl` ({ user, password } of the first

@@ -9,8 +9,8 @@ return function(K, U)
   --- FIFO (mutexes): an acquire that started after a contender was queued
   -- does not hold before it, unless a fault, a deletion or a revocation
   -- fell in between (they requeue). Lock caching keeps to it too (api.md:
-  -- "no cached acquire jumps ahead" of a contender).  In lock cohorts, the
-  -- order of the nodes (below).
+  -- "no cached acquire jumps ahead" of a contender).  In lock cohorts and
+  -- on TTL nodes, the order of the nodes (below).
   function K.fifo(logs, plan, after)
     local v = {}
     local ws = windows(logs, after or 0)
@@ -35,9 +35,12 @@ return function(K, U)
     -- holds in time order (they exclude each other) never go back to an
     -- older node (a smaller czxid; one pass after another on the same
     -- node), since a node held first outlived every older one.
+    -- A target on TTL nodes (issue 36) too: a node outlives its process's
+    -- session, and the acquire that takes it back holds (or waits) in its
+    -- old place, ahead of contenders queued since.
     local function cohort(name)
       local t = plan and plan.targets[name]
-      return t and t.cohort
+      return t and (t.cohort or t.ttl)
     end
     local by_node = holds_by_target(logs, function(h)
       return h.kind == "mutex" and cohort(h.target)

@@ -2,6 +2,7 @@
  * released, dropped.  Each call takes the client's mutex; the state
  * machine itself is machine.c's. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,81 @@ int zkl_attempt_extend(zkl_attempt *l, double seconds) {
   return held;
 }
 
+/* A TTL node's uuid, made of the participant id (our data) and a slot:
+ * the same id finds its nodes again after a restart (docs/design.md,
+ * section 4.15).  Two FNV-1a hashes of both, printed as a uuid (version
+ * 8: made, not drawn). */
+static void attempt_id_uuid(const char *data, int len, int slot, char *out) {
+  uint64_t h[2] = { 14695981039346656037ULL, 0x9ae16a3b2f90404fULL };
+  unsigned char b[16];
+  int i, k;
+  for (k = 0; k < 2; k++) {
+    for (i = 0; i < len + 4; i++) {
+      unsigned char c = i < len ? (unsigned char)data[i]
+                                : (unsigned char)(slot >> (8 * (i - len)));
+      h[k] ^= c;
+      h[k] *= 1099511628211ULL;
+    }
+    for (i = 0; i < 8; i++) b[k * 8 + i] = (unsigned char)(h[k] >> (8 * i));
+  }
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x80);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  snprintf(out, 37,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+           "%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+           b[11], b[12], b[13], b[14], b[15]);
+}
+
+int zkl_attempt_ttl(zkl_attempt *l, double seconds, zkl_error *err) {
+  int ok = 1;
+  pthread_mutex_lock(&l->t.c->mu);
+  if (l->state != L_IDLE || l->kind != ZKL_KIND_MUTEX) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "ttl: a mutex's attempt, before it "
+               "starts");
+    ok = 0;
+  } else {
+    l->ttl_ms = (int64_t)(seconds * 1000.0 + 0.5);
+    if (l->ttl_ms < 1) l->ttl_ms = 1;
+  }
+  pthread_mutex_unlock(&l->t.c->mu);
+  return ok;
+}
+
+/* Is `prefix` the node of another live attempt of this client (queued,
+ * held, or going)? */
+static int attempt_prefix_busy(zkl_attempt *l, const char *prefix) {
+  zkl_task *t;
+  for (t = l->t.c->tasks; t; t = t->next) {
+    zkl_attempt *o;
+    if (t == &l->t || t->cls != &zkl_attempt_class) continue;
+    o = ATTEMPT(t);
+    if (o->ttl_ms > 0 && o->state != L_IDLE && o->state != L_DONE &&
+        o->state != L_FAILED && strcmp(o->prefix, prefix) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* A TTL attempt's node name: slot k is the client's k-th acquirer of this
+ * lock with this id at once (the first free one), so that a process that
+ * comes back finds its first acquirer's node as its first acquirer's. */
+static int attempt_ttl_name(zkl_attempt *l) {
+  char name[80], *prefix = NULL;
+  int slot;
+  for (slot = 0; slot < 1 << 20; slot++) {
+    attempt_id_uuid(l->data, l->datalen, slot, l->uuid);
+    snprintf(name, sizeof name, "_c_%s%s", l->uuid, zkl_kind_marker(l->kind));
+    free(prefix);
+    prefix = zkl_join(l->t.path, name);
+    if (!prefix) return 0;
+    if (!attempt_prefix_busy(l, prefix)) break;
+  }
+  free(l->prefix);
+  l->prefix = prefix;
+  return 1;
+}
+
 int zkl_attempt_start(zkl_attempt *l, zkl_error *err) {
   zkl_client *c = l->t.c;
   int ok;
@@ -110,6 +186,14 @@ int zkl_attempt_start(zkl_attempt *l, zkl_error *err) {
     if (l->state != L_IDLE) {
       zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
       ok = 0;
+    } else if (l->ttl_ms > 0 && !attempt_ttl_name(l)) {
+      zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
+      ok = 0;
+    } else if (l->ttl_ms > 0) {
+      /* a node of ours may be there already (a restart): look first,
+       * as for a create whose reply was lost (section 4.15) */
+      l->state = L_RECOVER;
+      lock_list(l);
     } else {
       lock_create(l);
     }
@@ -124,7 +208,9 @@ int zkl_attempt_poll(zkl_attempt *l, unsigned long *gen, zkl_error *err) {
   pthread_mutex_lock(&l->t.c->mu);
   if (gen) *gen = l->t.c->gen;
   switch (l->state) {
-  case L_HELD: st = l->g && l->g->rpending ? ZKL_PENDING : ZKL_HELD; break;
+  case L_HELD: /* (told only once believed: its read, or its get, back) */
+    st = (l->g && l->g->rpending) || l->confirming ? ZKL_PENDING : ZKL_HELD;
+    break;
   case L_DONE: case L_LINGER: st = ZKL_DONE; break;
   case L_WATCHING: st = ZKL_WAITING; break;
   case L_FAILED: st = ZKL_FAILED;

@@ -14,7 +14,7 @@
 enum { L_IDLE, L_PARENTS, L_CREATING, L_RECOVER, L_LISTING, L_WATCHING,
        L_HELD, L_LINGER, L_DELETING, L_DONE, L_FAILED };
 enum { R_CREATE, R_LIST, R_GET, R_EXISTS, R_DELETE, R_SYNC, R_SELF,
-       R_READ, R_WRITE, R_CONTENDERS };
+       R_READ, R_WRITE, R_CONTENDERS, R_RENEW };
 
 /* A node the lock guards (docs/design.md, section 4.12): read with the
  * acquire (a get riding behind the listing that makes us holder), written
@@ -61,6 +61,19 @@ struct zkl_attempt {
                       its deletion means we hold (no listing) */
   int ahead;       /* nodes ahead of ours at the first listing after our
                       create (-1: none yet): on_queued's position */
+  /* a TTL node (docs/design.md, section 4.15): persistent, expired by
+   * the server ttl_ms after its last change; renewed (a set of its data)
+   * every third of that while queued or held (machine.c) */
+  int64_t ttl_ms;  /* 0: ephemeral, as every other node */
+  double renewed;  /* boot clock: send time of the create or renewal last
+                      answered (0: none yet, a node found again) */
+  double renew_at; /* boot clock: the next renewal is due */
+  int renew_out;   /* a renewal is in flight */
+  int confirming;  /* held, but the wait for it outlasted what the last
+                      answered request lets us believe (a sole
+                      predecessor's deletion, no listing): the acquirer
+                      is told once our node's get answers (machine.c,
+                      lock_hold; docs/design.md, section 9.2) */
   int self_gen;    /* bumped whenever `node` changes: tags self watches */
   int revoke_version; /* data version of the last revocation queued */
   int self_armed;  /* self_gen of the node the self watch was sent for */
@@ -123,6 +136,8 @@ void lock_lost_event(zkl_attempt *l); /* a hold ended: on_lost queued */
 void lock_finish(zkl_task *t, int rc, const char *what);
 void lock_delete(zkl_attempt *l);     /* our node goes, then done */
 int lock_margin_ok(zkl_attempt *l);   /* the server cannot have expired us */
+/* a TTL node: the server cannot have expired it by now (else 1) */
+int lock_ttl_ok(const zkl_attempt *l, double now);
 /* A hold's time limit: set by hold_limit alone (max_hold seconds for
  * every hold, 0: none; the hold that is on ends `lasts` seconds from now,
  * 0 or ZKL_NO_LIMIT: never); read by lock_overdue alone, but for the
@@ -146,6 +161,10 @@ void lock_watch_self(zkl_attempt *l); /* read (and watch) our own node */
 /* the timer thread: a deferred self watch due by now goes (else *next) */
 void lock_self_due(zkl_attempt *l, double now, double *next);
 void lock_node_gone(zkl_attempt *l);  /* deleted by someone else */
+/* a TTL node: renew it now; the timer thread: renew one due by now (else
+ * *next) */
+void lock_renew(zkl_attempt *l);
+void lock_renew_due(zkl_attempt *l, double now, double *next);
 void lock_blocker_gone(zkl_attempt *l); /* the watched predecessor went */
 void lock_release_locked(zkl_attempt *l); /* give it up: our node goes */
 void lock_lost(zkl_attempt *l);       /* a hold ends without its owner's

@@ -86,7 +86,8 @@ static int lock_on_watch(zkl_task *t, int type, const char *path) {
 
 static void lock_on_closing(zkl_task *t, zkl_req *r) {
   zkl_attempt *l = ATTEMPT(t);
-  if (r->kind == R_SELF) return; /* (tagged with self_gen, not epoch) */
+  if (r->kind == R_SELF || r->kind == R_RENEW)
+    return; /* (tagged with self_gen, not epoch) */
   if (t->epoch == r->epoch && l->state != L_DONE && l->state != L_FAILED)
     lock_finish(t, ZCLOSING, NULL);
 }
@@ -107,6 +108,9 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
                            double *next) {
   zkl_attempt *l = ATTEMPT(t);
   int over = lock_overdue(l, now); /* max_hold */
+  if (l->ttl_ms > 0 && (l->state == L_LISTING || l->state == L_WATCHING ||
+                        l->state == L_HELD))
+    lock_renew_due(l, now, next); /* (queued too: section 4.15) */
   if (l->state == L_LINGER) {
     /* its time is up, or the session may be gone: the node goes */
     if (now >= l->linger_until || now >= deadline) {
@@ -117,8 +121,16 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
     return 1; /* (probes keep "last heard" fresh for a reuse) */
   }
   if (l->state != L_HELD || l->lost) return 0;
+  /* not handed out yet: its get, in flight, either believes it (and
+   * kicks us) or finds it gone; an expiry ends it as any other */
+  if (l->confirming) return 0;
+  if (l->ttl_ms > 0) { /* the server may have expired the node by then */
+    double gone = l->renewed + (double)l->ttl_ms / 1000.0;
+    if (gone < deadline) deadline = gone;
+  }
   if (now < deadline && !over) {
     if (l->hold_until > 0 && l->hold_until < *next) *next = l->hold_until;
+    if (deadline < *next) *next = deadline;
     lock_self_due(l, now, next); /* (a hold taken with no wait) */
     return 1;
   }

@@ -73,6 +73,11 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       l->czxid = st->czxid;
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
+      if (l->ttl_ms > 0) { /* its first change: the create */
+        l->renewed = r->sent;
+        l->renew_at = r->sent + (double)l->ttl_ms / 3000.0;
+        zkl_client_rearm(l->t.c); /* (the timer thread renews it) */
+      }
       if (!l->node) lock_finish(&l->t, ZSYSTEMERROR, "(out of memory)");
       else if (l->abandon) lock_delete(l);
       else if (!l->list_piped) lock_list(l);
@@ -83,6 +88,10 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       /* (the self watch is sent once the listing is read: lock_evaluate) */
     } else if (rc == ZNONODE && !l->abandon) {
       lock_parents(l);
+    } else if (rc == ZUNIMPLEMENTED && l->ttl_ms > 0) {
+      lock_finish(&l->t, rc, "(a lock with ttl: the server must allow TTL "
+                  "nodes, zookeeper.extendedTypesEnabled=true, ZooKeeper "
+                  "3.5.3 or later; docs/limits.md)");
     } else if (zkl_is_cut(rc)) {
       /* the server may have applied it: find out once reconnected */
       l->state = L_RECOVER;
@@ -121,10 +130,15 @@ static void lock_create_sent(zkl_attempt *l) {
   l->state = L_CREATING;
   l->list_piped = 0;
   r = lock_req(l, R_CREATE);
-  rc = r ? zoo_acreate2(l->t.c->zh, l->prefix, l->data, l->datalen,
-                        &l->t.c->acl, ZOO_EPHEMERAL | ZOO_SEQUENCE,
-                        lock_create_cb, r)
-         : ZSYSTEMERROR;
+  if (!r) rc = ZSYSTEMERROR;
+  else if (l->ttl_ms > 0) /* (section 4.15) */
+    rc = zoo_acreate2_ttl(l->t.c->zh, l->prefix, l->data, l->datalen,
+                          &l->t.c->acl, ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL,
+                          l->ttl_ms, lock_create_cb, r);
+  else
+    rc = zoo_acreate2(l->t.c->zh, l->prefix, l->data, l->datalen,
+                      &l->t.c->acl, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+                      lock_create_cb, r);
   if (!lock_sent(l, r, rc, l->t.path)) return;
   l->create_out = 1;
   /* the listing rides right behind the create: one round trip */
@@ -200,6 +214,13 @@ static void lock_self_cb(int rc, const char *v, int vlen,
   if (r->epoch == l->self_gen && l->node) {
     if (rc == ZOK) {
       l->self_live = 1; /* (the get set the watch) */
+      if (l->confirming && l->state == L_HELD) {
+        /* heard now: the hold is believed, and the acquirer told; the
+         * timer thread, which left it alone, keeps it from now on */
+        l->confirming = 0;
+        zkl_client_kick(l->t.c);
+        news = 1;
+      }
       /* once per request: a re-read (reconnect) of the same data version
        * is not a new one */
       if (l->state == L_LINGER && v && vlen == (int)sizeof REVOKE - 1 &&
@@ -260,6 +281,66 @@ void lock_self_due(zkl_attempt *l, double now, double *next) {
   else if (l->self_due < *next) *next = l->self_due;
 }
 
+/* ---- a TTL node: renewed ------------------------------------------------ */
+
+/* The server expires a TTL node ttl_ms after its last change; a set of
+ * our own data (the participant id) is the change, every third of the
+ * TTL while queued or held (docs/design.md, section 4.15).  Tagged with
+ * self_gen: it is about this node, whatever the epoch. */
+static void lock_renew_cb(int rc, const struct Stat *st, const void *data) {
+  zkl_req *r = zkl_task_enter_req(data, rc);
+  zkl_attempt *l = ATTEMPT(r->t);
+  int news = 0;
+  (void)st;
+  if (r->epoch == l->self_gen && l->node) {
+    l->renew_out = 0;
+    if (rc == ZOK) {
+      if (r->sent > l->renewed) l->renewed = r->sent;
+      if (l->confirming && l->state == L_HELD && lock_margin_ok(l)) {
+        l->confirming = 0; /* believed: the acquirer is told */
+        zkl_client_kick(l->t.c);
+        news = 1;
+      }
+    } else if (rc == ZNONODE) {
+      lock_node_gone(l); /* expired by the server, or deleted */
+      news = 1;
+    } else {
+      l->renew_at = zkl_bootnow() + 0.5; /* (cut: soon again) */
+    }
+  } else if (r->epoch == l->self_gen) {
+    l->renew_out = 0;
+  }
+  zkl_task_leave_if(r, news);
+}
+
+void lock_renew(zkl_attempt *l) {
+  zkl_req *r;
+  char *full;
+  int rc;
+  if (l->ttl_ms <= 0 || !l->node || l->renew_out ||
+      !zkl_client_usable(l->t.c, NULL))
+    return;
+  full = lock_nodepath(l);
+  r = full ? zkl_req_new(l->t.c, &l->t, l->self_gen, R_RENEW) : NULL;
+  rc = r ? zoo_aset(l->t.c->zh, full, l->data, l->datalen, -1,
+                    lock_renew_cb, r)
+         : ZSYSTEMERROR;
+  free(full);
+  if (rc != ZOK) {
+    if (r) zkl_req_done(r);
+    l->renew_at = zkl_bootnow() + 0.5; /* (again on the timer's next look) */
+    return;
+  }
+  l->renew_out = 1;
+  l->renew_at = r->sent + (double)l->ttl_ms / 3000.0;
+}
+
+void lock_renew_due(zkl_attempt *l, double now, double *next) {
+  if (l->ttl_ms <= 0 || !l->node) return;
+  if (now >= l->renew_at) lock_renew(l);
+  if (!l->renew_out && l->renew_at < *next) *next = l->renew_at;
+}
+
 /* ---- where we stand in the queue ---------------------------------------- */
 
 /* We hold: the acquirer may go on now.  The self watch is sent after that
@@ -267,6 +348,7 @@ void lock_self_due(zkl_attempt *l, double now, double *next) {
  * set answers the get with "no node"). */
 static void lock_hold(zkl_attempt *l) {
   l->state = L_HELD;
+  l->confirming = 0;
   hold_limit(l, l->max_hold, l->max_hold); /* (its end, if any, starts now) */
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
@@ -282,6 +364,17 @@ static void lock_hold(zkl_attempt *l) {
      * deletion made us holder without a listing) */
     l->g->rpending = 1;
     if (l->g->rflight != l->t.epoch) guard_read(l);
+  } else if (l->node && (!lock_margin_ok(l) ||
+                          !lock_ttl_ok(l, zkl_bootnow()))) {
+    /* the wait outlasted our belief in the session (no request answered
+     * since it began: the predecessor's deletion is an event, which
+     * says nothing of when the server last heard us): not a hold to
+     * hand out yet.  Our node's get goes now; its answer (heard again,
+     * and the node there) tells the acquirer.  (section 9.2) */
+    l->confirming = 1;
+    if (l->ttl_ms > 0) lock_renew(l); /* (a TTL node: renewed, too) */
+    else lock_watch_self(l);
+    return;
   } else {
     zkl_task_notify(&l->t);
   }
@@ -399,12 +492,24 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r;
   zkl_attempt *l = lock_enter(data, rc, &r);
   if (l && l->state == L_RECOVER) {
-    if (rc == ZOK && st->ephemeralOwner == l->t.c->session_id) {
+    /* ours: of our session, or a TTL node of our participant id (its
+     * uuid is made of the id: a holder back after a restart; section
+     * 4.15).  The server shows a TTL node's ephemeralOwner as 0, as a
+     * persistent node's: its TTL stays on the server. */
+    int ttl_node = rc == ZOK && l->ttl_ms > 0 && st->ephemeralOwner == 0;
+    if (rc == ZOK && (st->ephemeralOwner == l->t.c->session_id ||
+                      ttl_node)) {
       l->czxid = st->czxid; /* ours: adopt it */
       l->session = st->ephemeralOwner;
       l->state = L_LISTING;
-      if (l->abandon) lock_delete(l);
-      else lock_list(l); /* (the self watch follows the listing) */
+      if (l->abandon) {
+        lock_delete(l);
+      } else {
+        /* a TTL node's last change is unknown: renewed first (answered
+         * before the listing, which follows it) */
+        if (ttl_node) { l->renewed = 0; lock_renew(l); }
+        lock_list(l); /* (the self watch follows the listing) */
+      }
     } else if (rc == ZOK || rc == ZNONODE) {
       lock_set_node(l, NULL); /* not ours (an older session's) or gone */
       if (l->abandon) lock_finish(&l->t, ZOK, NULL); else lock_create(l);
@@ -492,6 +597,7 @@ void lock_list(zkl_attempt *l) {
 
 void lock_release_locked(zkl_attempt *l) {
   l->abandon = 1;
+  l->confirming = 0;
   switch (l->state) {
   case L_IDLE: case L_PARENTS: lock_finish(&l->t, ZOK, NULL); return;
   case L_CREATING: if (!l->create_out) lock_delete(l); break;

@@ -134,6 +134,17 @@ int lock_margin_ok(zkl_attempt *l) {
   return zkl_bootnow() < zkl_client_expiry(c) - zkl_client_margin(c);
 }
 
+/* A TTL node's own bound (docs/design.md, section 4.15): the server
+ * deletes it once ttl_ms passed with no change, reckoned on its clock
+ * from the last change it applied, which is after our renewal was sent;
+ * less the same margin as a session's (its clock, and the container
+ * check's lateness only makes it later). */
+int lock_ttl_ok(const zkl_attempt *l, double now) {
+  double ttl = (double)l->ttl_ms / 1000.0;
+  if (l->ttl_ms <= 0) return 1;
+  return l->renewed > 0 && now < l->renewed + ttl * 0.65;
+}
+
 /* The one writer of a hold's time limit (docs/design.md, section 9.6):
  * max_hold, how long any hold of l may last (0: no limit), and
  * hold_until, the boot-clock time the current hold ends (0: none).  A
@@ -166,5 +177,6 @@ int lock_held_now(zkl_attempt *l) {
   if (l->state != L_HELD || l->lost) return 0;
   if (lock_overdue(l, zkl_bootnow())) return 0; /* max_hold (section 9.6) */
   if (l->over && !lock_held_now(l->over)) return 0; /* (its write ended) */
+  if (!lock_ttl_ok(l, zkl_bootnow())) return 0;
   return lock_margin_ok(l);
 }

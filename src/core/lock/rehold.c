@@ -111,6 +111,7 @@ int zkl_attempt_relock(zkl_attempt *l, double max_hold, int may_wait) {
   } else if (l->state == L_LINGER && !l->contended && l->listed &&
       lock_margin_ok(l)) {
     l->state = L_HELD;
+    l->confirming = 0;
     l->linger_until = 0;
     l->abandon = 0;
     l->lost = 0;
