@@ -44,6 +44,13 @@ describe("zklock (command-line tool)", function()
           "USR2, ALRM, TERM, CONT, STOP, TSTP, PIPE)" },
         { { "run", bad, "/p", "--heartbeat", "/tmp/hb", "--", "true" },
           "run: --heartbeat needs --max-hold" },
+        { { "run", bad, "/p", "--ttl", "5", "--", "true" },
+          "run: --ttl needs --id (the id that takes the hold back)" },
+        { { "run", bad, "/p", "--ttl", "5", "--id", "x", "--revocable",
+            "true" }, "run: --ttl and --revocable do not go together (a " ..
+          "hold on a TTL node is not revocable)" },
+        { { "run", bad, "/p", "--ttl", "0", "--id", "x", "true" },
+          "--ttl: expected a number of seconds > 0, got '0'" },
         { { "run", bad, "/p", "--max-hold", "1", "--heartbeat=", "true" },
           "--heartbeat: expected a file name" },
         { { "run", bad, "/p", "--bogus", "--", "true" },

@@ -388,6 +388,31 @@ describe("zklock (command-line tool)", function()
         " pid %d+: sh$", h[1].id)
     end)
 
+    it("--ttl with --id: the hold outlives the tool killed; a run with " ..
+       "the same --id takes it back at once", function()
+      local path, log, rel = H.path("cli"), H.tmpname("log"),
+        H.tmpname("rel")
+      local a = start("run", hosts, path, "--ttl", "60", "--id", "deploy 7",
+        "--session-timeout", "2", "--", "sh", JOB, log, "A", rel, 0)
+      H.wait_until(function() return has_line(log, "A start") end, 30,
+        "A's command to start")
+      a:kill("KILL")
+      assert.is_not_nil(a:wait(30))
+      -- its session (2 s) ends, and its hold with it would be an
+      -- ephemeral node's: this one stays
+      local m = zk:mutex(path)
+      local ok, _, code = m:acquire(4)
+      assert.is_nil(ok)
+      assert.equal("timeout", code)
+      H.write(rel, "") -- (A's command, left running, ends)
+      local rc, out = finished(start("run", hosts, path, "--ttl", "60",
+        "--id", "deploy 7", "--timeout", "5", "--", "sh", JOB, log, "B",
+        rel, 0))
+      assert.equal(0, rc, out)
+      assert.is_true(has_line(log, "B start"))
+      assert.equal(0, contenders(path))
+    end)
+
     it("SIGTERM while it waits for the lock: its node goes at once, 143",
         function()
       local path, log, rel = H.path("cli"), H.tmpname("log"),
