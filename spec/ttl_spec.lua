@@ -143,6 +143,23 @@ describe("a hold on a TTL node", function()
     assert.has_error(function() m:on_revoke(function() end) end)
   end)
 
+  it("zk:close() deletes its TTL nodes; without an id, nothing is taken " ..
+     "back, not even by another client of the process", function()
+    local path = H.path("ttl")
+    local c1, c2 = H.connect(srv), H.connect(srv) -- (no id: the default)
+    local m1 = c1:mutex(path, { ttl = 30 })
+    assert(m1:acquire(5))
+    local m2 = c2:mutex(path, { ttl = 30 })
+    local ok, _, code = m2:acquire(0.5)
+    assert.is_nil(ok)
+    assert.equal("timeout", code)
+    c1:close()
+    assert(m2:acquire(5)) -- (c1's node went with its close)
+    assert.is_true(m2:release())
+    c2:close()
+    assert.same({}, H.lock_nodes(zk, path))
+  end)
+
   it("several acquirers of one client and id queue a node each (slot " ..
      "0, slot 1), in order", function()
     local path = H.path("ttl")

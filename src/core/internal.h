@@ -257,6 +257,9 @@ typedef struct zkl_task_class {
   void (*finish)(zkl_task *t, int rc, const char *what);
   void (*parents_made)(zkl_task *t);  /* zkl_task_parents succeeded */
   void (*free)(zkl_task *t);          /* the last reference went */
+  /* zk:close() begins, still connected: last requests, answered within
+   * its grace (a TTL node's delete: nothing else deletes it) */
+  void (*on_close)(zkl_task *t);
 } zkl_task_class;
 
 /* What a watch event was to a task (the session counts wake-ups). */
@@ -396,7 +399,7 @@ void zkl_op_sent(zkl_op *op, zkl_req *r, int rc, const char *what);
 #define ZKL_OP_TASK_CLASS(name, finish)                                    \
   { name, zkl_op_on_connected, zkl_op_on_expired, zkl_op_on_watch,        \
     zkl_op_on_closing, zkl_op_on_expired, NULL, finish,                   \
-    zkl_op_parents_made, zkl_op_task_free }
+    zkl_op_parents_made, zkl_op_task_free, NULL }
 
 #pragma GCC visibility pop
 

@@ -350,10 +350,12 @@ int zkl_attempt_extend(zkl_attempt *l, double seconds);
 /* Queue a ZKL_EV_HELD event (its node's path) when it comes to hold. */
 void zkl_attempt_notify_held(zkl_attempt *l);
 /* Before the start, a mutex's: its node is persistent with a TTL of
- * `seconds`, renewed while queued or held, and named after the
- * participant id, which finds it again after a restart (docs/design.md,
- * section 4.15).  0 with err otherwise. */
-int zkl_attempt_ttl(zkl_attempt *l, double seconds, zkl_error *err);
+ * `seconds`, renewed while queued or held, and (by_id: the connect's
+ * own `id` is the data) named after the participant id and a slot,
+ * which finds it again after a restart (docs/design.md, section 4.15).
+ * 0 with err otherwise. */
+int zkl_attempt_ttl(zkl_attempt *l, double seconds, int by_id,
+                    zkl_error *err);
 int zkl_attempt_start(zkl_attempt *l, zkl_error *err);
 /* ZKL_PENDING (a request in flight), ZKL_WAITING (queued behind another
  * node), ZKL_HELD, ZKL_DONE or ZKL_FAILED; *gen for waiting. */

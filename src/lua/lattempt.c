@@ -280,17 +280,18 @@ static int lattempt_notify_held(lua_State *L) {
   return 0;
 }
 
-/* attempt:ttl(seconds): before start, a mutex's node is persistent with
- * that TTL, renewed, and named after the participant id (docs/design.md,
- * section 4.15) */
+/* attempt:ttl(seconds, by_id): before start, a mutex's node is
+ * persistent with that TTL, renewed, and (by_id) named after the
+ * participant id (docs/design.md, section 4.15) */
 static int lattempt_ttl(lua_State *L) {
   zkl_attempt *l = lattempt_check(L);
   double s = luaL_checknumber(L, 2);
+  int by_id = lua_toboolean(L, 3);
   zkl_error err;
   luaL_argcheck(L, s >= 0.001 && s < 1e9, 2,
                 "ttl must be a number of seconds > 0");
-  if (!zkl_attempt_ttl(l, s, &err)) return luaL_error(L, "zklock: %s",
-                                                      err.msg);
+  if (!zkl_attempt_ttl(l, s, by_id, &err))
+    return luaL_error(L, "zklock: %s", err.msg);
   return 0;
 }
 

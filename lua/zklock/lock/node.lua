@@ -50,7 +50,9 @@ function M.start(f, timeout, ignore, max_hold, read)
   local att = client:_lock(f.dir, f.kind, f.max_leases,
     M.owner_data(client), ignore, max_hold)
   if read then att:read_with(read) end
-  if f.ttl then att:ttl(f.ttl) end
+  -- (named after the connect's own id, found again by it; a default id,
+  -- "zklock HOST pid N", names nothing another process could take back)
+  if f.ttl then att:ttl(f.ttl, session.id_of(client) ~= nil) end
   local ok, msg, code = att:start()
   if not ok and code == "session_expired" and renews(client) then
     -- the timer thread is opening a new session: wait for it

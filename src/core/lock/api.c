@@ -128,8 +128,13 @@ static void attempt_id_uuid(const char *data, int len, int slot, char *out) {
            b[11], b[12], b[13], b[14], b[15]);
 }
 
-int zkl_attempt_ttl(zkl_attempt *l, double seconds, zkl_error *err) {
+int zkl_attempt_ttl(zkl_attempt *l, double seconds, int by_id,
+                    zkl_error *err) {
   int ok = 1;
+  if (!(seconds >= 0.001 && seconds < 1e9)) {
+    zkl_seterr(err, ZKL_EZK_ERROR, "ttl must be a number of seconds > 0");
+    return 0;
+  }
   pthread_mutex_lock(&l->t.c->mu);
   if (l->state != L_IDLE || l->kind != ZKL_KIND_MUTEX) {
     zkl_seterr(err, ZKL_EZK_ERROR, "ttl: a mutex's attempt, before it "
@@ -138,6 +143,7 @@ int zkl_attempt_ttl(zkl_attempt *l, double seconds, zkl_error *err) {
   } else {
     l->ttl_ms = (int64_t)(seconds * 1000.0 + 0.5);
     if (l->ttl_ms < 1) l->ttl_ms = 1;
+    l->ttl_by_id = by_id;
   }
   pthread_mutex_unlock(&l->t.c->mu);
   return ok;
@@ -151,8 +157,10 @@ static int attempt_prefix_busy(zkl_attempt *l, const char *prefix) {
     zkl_attempt *o;
     if (t == &l->t || t->cls != &zkl_attempt_class) continue;
     o = ATTEMPT(t);
-    if (o->ttl_ms > 0 && o->state != L_IDLE && o->state != L_DONE &&
-        o->state != L_FAILED && strcmp(o->prefix, prefix) == 0)
+    /* (a failed attempt may still have its node: busy until it goes) */
+    if (o->ttl_ms > 0 && strcmp(o->prefix, prefix) == 0 &&
+        ((o->state != L_IDLE && o->state != L_DONE &&
+          o->state != L_FAILED) || o->node))
       return 1;
   }
   return 0;
@@ -186,10 +194,10 @@ int zkl_attempt_start(zkl_attempt *l, zkl_error *err) {
     if (l->state != L_IDLE) {
       zkl_seterr(err, ZKL_EZK_ERROR, "lock attempt already started");
       ok = 0;
-    } else if (l->ttl_ms > 0 && !attempt_ttl_name(l)) {
+    } else if (l->ttl_by_id && !attempt_ttl_name(l)) {
       zkl_seterr(err, ZKL_EZK_ERROR, "out of memory");
       ok = 0;
-    } else if (l->ttl_ms > 0) {
+    } else if (l->ttl_by_id) {
       /* a node of ours may be there already (a restart): look first,
        * as for a create whose reply was lost (section 4.15) */
       l->state = L_RECOVER;

@@ -121,8 +121,9 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
     return 1; /* (probes keep "last heard" fresh for a reuse) */
   }
   if (l->state != L_HELD || l->lost) return 0;
-  /* not handed out yet: its get, in flight, either believes it (and
-   * kicks us) or finds it gone; an expiry ends it as any other */
+  /* not handed out yet: its get (or renewal), in flight, either believes
+   * it (and kicks us: lock_confirmed) or finds it gone; an expiry ends it
+   * as any other */
   if (l->confirming) return 0;
   if (l->ttl_ms > 0) { /* the server may have expired the node by then */
     double gone = l->renewed + (double)l->ttl_ms / 1000.0;
@@ -138,9 +139,18 @@ static int lock_check_lost(zkl_task *t, double now, double deadline,
   return 0;
 }
 
+/* zk:close(): a TTL node outlives the session, so it is deleted now, as
+ * a release would (docs/api.md, "Holds that outlive the process"). */
+static void lock_on_close(zkl_task *t) {
+  zkl_attempt *l = ATTEMPT(t);
+  if (l->ttl_ms > 0 && l->node && l->state != L_DELETING &&
+      l->state != L_DONE)
+    lock_release_locked(l);
+}
+
 const zkl_task_class zkl_attempt_class = {
   "lock", lock_on_connected, lock_on_expired, lock_on_watch,
   lock_on_closing, lock_on_closed, lock_check_lost, lock_finish,
-  lock_parents_made, lock_free
+  lock_parents_made, lock_free, lock_on_close
 };
 

@@ -43,6 +43,29 @@ static zkl_attempt *lock_enter(const void *data, int rc, zkl_req **rp) {
   return ATTEMPT(zkl_task_enter(data, rc, rp));
 }
 
+/* We hold: a latch's on_change(true), a selector's turn (ZKL_EV_HELD),
+ * once the hold is one we believe (lock_hold, or its confirmation). */
+static void lock_held_event(zkl_attempt *l) {
+  if (l->notify_held && l->node) {
+    char *full = zkl_join(l->t.path, l->node);
+    if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full, l->serial);
+    free(full);
+  }
+}
+
+/* A confirming hold (lock_hold) is believed once a request of ours was
+ * answered and, for a TTL node, renewed: the acquirer is told, and the
+ * timer thread, which left it alone, keeps it from now on.  1 if so. */
+static int lock_confirmed(zkl_attempt *l) {
+  if (!l->confirming || l->state != L_HELD || !lock_margin_ok(l) ||
+      !lock_ttl_ok(l, zkl_bootnow()))
+    return 0;
+  l->confirming = 0;
+  lock_held_event(l);
+  zkl_client_kick(l->t.c);
+  return 1;
+}
+
 /* ---- create, parents, list ---------------------------------------------- */
 
 void lock_parents_made(zkl_task *t) {
@@ -214,13 +237,8 @@ static void lock_self_cb(int rc, const char *v, int vlen,
   if (r->epoch == l->self_gen && l->node) {
     if (rc == ZOK) {
       l->self_live = 1; /* (the get set the watch) */
-      if (l->confirming && l->state == L_HELD) {
-        /* heard now: the hold is believed, and the acquirer told; the
-         * timer thread, which left it alone, keeps it from now on */
-        l->confirming = 0;
-        zkl_client_kick(l->t.c);
-        news = 1;
-      }
+      if (lock_confirmed(l)) news = 1; /* (heard now) */
+      else if (l->confirming && l->ttl_ms > 0) lock_renew(l);
       /* once per request: a re-read (reconnect) of the same data version
        * is not a new one */
       if (l->state == L_LINGER && v && vlen == (int)sizeof REVOKE - 1 &&
@@ -296,20 +314,17 @@ static void lock_renew_cb(int rc, const struct Stat *st, const void *data) {
     l->renew_out = 0;
     if (rc == ZOK) {
       if (r->sent > l->renewed) l->renewed = r->sent;
-      if (l->confirming && l->state == L_HELD && lock_margin_ok(l)) {
-        l->confirming = 0; /* believed: the acquirer is told */
-        zkl_client_kick(l->t.c);
-        news = 1;
-      }
+      if (lock_confirmed(l)) news = 1;
     } else if (rc == ZNONODE) {
       lock_node_gone(l); /* expired by the server, or deleted */
       news = 1;
     } else {
       l->renew_at = zkl_bootnow() + 0.5; /* (cut: soon again) */
     }
-  } else if (r->epoch == l->self_gen) {
-    l->renew_out = 0;
   }
+  /* (a queued node's timer thread may sleep: it looks again at the next
+   * renewal's time) */
+  zkl_client_rearm(l->t.c);
   zkl_task_leave_if(r, news);
 }
 
@@ -352,12 +367,9 @@ static void lock_hold(zkl_attempt *l) {
   hold_limit(l, l->max_hold, l->max_hold); /* (its end, if any, starts now) */
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
-  if (l->notify_held && l->node) {
-    /* a latch's on_change(true), a selector's turn */
-    char *full = zkl_join(l->t.path, l->node);
-    if (full) zkl_event_push(l->t.c, ZKL_EV_HELD, full, l->serial);
-    free(full);
-  }
+  if (!(l->node && !(l->g && l->g->rpath) &&
+        (!lock_margin_ok(l) || !lock_ttl_ok(l, zkl_bootnow()))))
+    lock_held_event(l); /* (else once confirmed) */
   if (l->g && l->g->rpath) {
     /* the acquirer is told once the guarded read is back: it rode behind
      * the listing that made us holder, or goes now (a sole predecessor's

@@ -32,6 +32,8 @@ void lock_set_node(zkl_attempt *l, const char *name) {
   l->self_live = 0;
   l->self_due = 0;
   l->revoke_version = -1;
+  l->renew_out = 0; /* (a renewal in flight was about the last node) */
+  l->renewed = 0;
 }
 
 char *lock_nodepath(const zkl_attempt *l) {

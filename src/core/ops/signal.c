@@ -11,7 +11,8 @@ static void signal_step(zkl_op *op) { (void)op; }
 
 static const zkl_op_class signal_class = {
   { "signal", NULL, zkl_op_on_expired, NULL, zkl_op_on_closing,
-    zkl_op_on_expired, NULL, zkl_op_task_finish, NULL, zkl_op_task_free },
+    zkl_op_on_expired, NULL, zkl_op_task_finish, NULL, zkl_op_task_free,
+    NULL },
   ZKL_OP_SIGNAL, signal_step, -1, ZKL_STAGE_MAIN, NULL, NULL, NULL
 };
 

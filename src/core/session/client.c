@@ -149,6 +149,11 @@ void zkl_client_close(zkl_client *c) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
+  /* last requests of the tasks, while they may still be sent (a TTL
+   * node's delete), answered within the grace below */
+  if (c->zh && c->state == ZKL_CONNECTED && !zkl_client_forked(c))
+    SESSION_EACH(c, t, next)
+      if (t->cls->on_close) t->cls->on_close(t);
   c->closing = 1;
   c->timer_stop = 1;
   pthread_cond_signal(&c->tcv);
