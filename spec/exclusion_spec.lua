@@ -24,13 +24,8 @@ local function run_checker(srv, mode)
     assert(status == 0, "worker " .. i .. " failed: " .. p:output())
     p:cleanup()
   end
-  local intervals = {}
-  for _, log in ipairs(logs) do
-    for a, b in H.read(log):gmatch("(%S+) (%S+)") do
-      intervals[#intervals + 1] = { tonumber(a), tonumber(b) }
-    end
-    os.remove(log)
-  end
+  local intervals = H.intervals(logs)
+  for _, log in ipairs(logs) do os.remove(log) end
   table.sort(intervals, function(x, y) return x[1] < y[1] end)
   local overlaps, reach = 0, -math.huge
   for _, iv in ipairs(intervals) do

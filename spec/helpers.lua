@@ -165,11 +165,11 @@ end
 -- functions for its lazy_setup and lazy_teardown (busted's globals reach
 -- spec files only): `up(srv, zk, zk2)` receives them; the teardown checks
 -- that no lock node is left (and runs `check(srv)`, if given), then
--- closes them.
-function H.fixture(up, check)
+-- closes them.  `opts`: the server's (testing.server).
+function H.fixture(up, check, opts)
   local srv, zk, zk2
   local function setup()
-    srv = H.testing.server()
+    srv = H.testing.server(opts)
     zk = H.connect(srv)
     zk2 = H.connect(srv)
     up(srv, zk, zk2)
@@ -405,6 +405,18 @@ end
 
 --- Intervals { {start, end}, ... }: the largest number that overlap at any
 -- instant (an interval ending when another starts does not overlap it).
+--- The intervals "<start> <end>" logged one per line in each of `files`
+-- (the exclusion checker's workers): { { start, end }, ... }.
+function H.intervals(files)
+  local out = {}
+  for _, file in ipairs(files) do
+    for a, b in (H.read(file) or ""):gmatch("(%S+) (%S+)") do
+      out[#out + 1] = { tonumber(a), tonumber(b) }
+    end
+  end
+  return out
+end
+
 function H.max_overlap(intervals)
   local ev = {}
   for _, iv in ipairs(intervals) do

@@ -11,14 +11,10 @@ local CHECK = 0.2
 
 describe("a hold on a TTL node", function()
   local srv, zk
-  lazy_setup(function()
-    srv = H.testing.server({ ttl_check = CHECK })
-    zk = H.connect(srv)
-  end)
-  lazy_teardown(function()
-    if zk then zk:close() end
-    if srv then srv:close() end
-  end)
+  local setup, teardown = H.fixture(function(s, a) srv, zk = s, a end, nil,
+    { ttl_check = CHECK })
+  lazy_setup(setup)
+  lazy_teardown(teardown)
 
   local function holder(path, id, ttl, after)
     local ready = H.tmpname("ready")
@@ -79,12 +75,12 @@ describe("a hold on a TTL node", function()
     local a = H.connect(srv, { session_timeout = 5, id = "a" })
     local b = H.connect(srv, { session_timeout = 5, id = "b" })
     finally(function() a:close(); b:close() end)
-    local ma = a:mutex(path, { ttl = 0.6 })
-    local mb = b:mutex(path, { ttl = 0.6 })
+    local ma = a:mutex(path, { ttl = 1.5 })
+    local mb = b:mutex(path, { ttl = 1.5 })
     assert(ma:acquire(5))
     local token = ma:token()
     -- b queues behind a: its own TTL node lives while it waits
-    local ok, _, code = mb:acquire(2.5)
+    local ok, _, code = mb:acquire(4.5)
     assert.is_nil(ok)
     assert.equal("timeout", code)
     assert.is_true(ma:is_held())
@@ -253,12 +249,7 @@ describe("the exclusion checker across restarts", function()
     for i, p in ipairs(procs) do
       assert.equal(0, p:wait(180), "worker " .. i .. ": " .. p:output())
     end
-    local intervals = {}
-    for _, log in ipairs(logs) do
-      for a, b in H.read(log):gmatch("(%S+) (%S+)") do
-        intervals[#intervals + 1] = { tonumber(a), tonumber(b) }
-      end
-    end
+    local intervals = H.intervals(logs)
     assert.equal(WORKERS * CYCLES, #intervals)
     assert.equal(1, H.max_overlap(intervals))
     assert.equal(WORKERS * CYCLES, tonumber(H.read(file)))

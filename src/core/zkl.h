@@ -79,6 +79,9 @@ double zkl_bootnow(void);
 /* 36 chars + NUL, random (v4); 0 when no random bytes can be had
  * (getrandom refused and /dev/urandom unreadable). */
 int zkl_uuid(char *out);
+/* 16 bytes b as a uuid of `version` (its version and variant bits set in
+ * b): 36 chars + NUL */
+void zkl_uuid_format(unsigned char *b, int version, char *out);
 char *zkl_join(const char *dir, const char *name); /* malloc'd, or NULL */
 
 /* ---- base/log.c: the C client's log ------------------------------------- */

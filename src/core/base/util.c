@@ -109,16 +109,20 @@ static int util_draw(unsigned char *b, size_t len) {
   return ok;
 }
 
-int zkl_uuid(char *out) {
-  unsigned char b[16];
-  if (!util_draw(b, sizeof b)) return 0;
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+void zkl_uuid_format(unsigned char *b, int version, char *out) {
+  b[6] = (unsigned char)((b[6] & 0x0f) | (version << 4));
   b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
   snprintf(out, 37,
            "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
            "%02x%02x%02x%02x%02x%02x",
            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
            b[11], b[12], b[13], b[14], b[15]);
+}
+
+int zkl_uuid(char *out) {
+  unsigned char b[16];
+  if (!util_draw(b, sizeof b)) return 0;
+  zkl_uuid_format(b, 4, out);
   return 1;
 }
 

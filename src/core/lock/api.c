@@ -119,13 +119,7 @@ static void attempt_id_uuid(const char *data, int len, int slot, char *out) {
     }
     for (i = 0; i < 8; i++) b[k * 8 + i] = (unsigned char)(h[k] >> (8 * i));
   }
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x80);
-  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  snprintf(out, 37,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-           "%02x%02x%02x%02x%02x%02x",
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-           b[11], b[12], b[13], b[14], b[15]);
+  zkl_uuid_format(b, 8, out);
 }
 
 int zkl_attempt_ttl(zkl_attempt *l, double seconds, int by_id,

@@ -69,6 +69,9 @@ struct zkl_attempt {
                       answered (0: none yet, a node found again) */
   double renew_at; /* boot clock: the next renewal is due */
   int renew_out;   /* a renewal is in flight */
+  int64_t ttl_mtime; /* the node's last change, on the server's clock (ms:
+                      the create's, the adopted node's, the last
+                      renewal's; 0: none known) */
   int ttl_by_id;   /* named after the connect's `id` (and a slot), found
                       again by it; else a drawn uuid, as any node */
   int confirming;  /* held, but the wait for it outlasted what the last

@@ -98,6 +98,7 @@ static void lock_create_cb(int rc, const char *name, const struct Stat *st,
       l->state = L_LISTING;
       if (l->ttl_ms > 0) { /* its first change: the create */
         l->renewed = r->sent;
+        l->ttl_mtime = st->mtime;
         l->renew_at = r->sent + (double)l->ttl_ms / 3000.0;
         zkl_client_rearm(l->t.c); /* (the timer thread renews it) */
       }
@@ -309,11 +310,22 @@ static void lock_renew_cb(int rc, const struct Stat *st, const void *data) {
   zkl_req *r = zkl_task_enter_req(data, rc);
   zkl_attempt *l = ATTEMPT(r->t);
   int news = 0;
-  (void)st;
   if (r->epoch == l->self_gen && l->node) {
     l->renew_out = 0;
-    if (rc == ZOK) {
+    if (rc == ZOK && st && l->ttl_mtime > 0 &&
+        (double)(st->mtime - l->ttl_mtime) >= (double)l->ttl_ms * 0.65) {
+      /* the node went unchanged that long, on the server's clock: the
+       * server may have found it expired, and its delete, which does not
+       * look at the TTL again, may still land after this renewal.  Not a
+       * node to believe in: a hold on it is lost, a wait on it ends
+       * (docs/design.md, section 4.15) */
+      l->ttl_mtime = st->mtime;
+      if (l->state == L_HELD) lock_lost(l);
+      else lock_release_locked(l);
+      news = 1;
+    } else if (rc == ZOK) {
       if (r->sent > l->renewed) l->renewed = r->sent;
+      if (st) l->ttl_mtime = st->mtime;
       if (lock_confirmed(l)) news = 1;
     } else if (rc == ZNONODE) {
       lock_node_gone(l); /* expired by the server, or deleted */
@@ -362,27 +374,27 @@ void lock_renew_due(zkl_attempt *l, double now, double *next) {
  * wake-up (nothing is lost meanwhile: a node deleted before the watch is
  * set answers the get with "no node"). */
 static void lock_hold(zkl_attempt *l) {
+  /* the wait outlasted our belief in the session (no request answered
+   * since it began: the predecessor's deletion is an event, which says
+   * nothing of when the server last heard us), or a TTL node's last
+   * renewal is unknown: not a hold to hand out yet (section 9.2) */
+  int confirm = l->node && !(l->g && l->g->rpath) &&
+                (!lock_margin_ok(l) || !lock_ttl_ok(l, zkl_bootnow()));
   l->state = L_HELD;
   l->confirming = 0;
   hold_limit(l, l->max_hold, l->max_hold); /* (its end, if any, starts now) */
   zkl_task_set_watch(&l->t, NULL);
   zkl_client_kick(l->t.c); /* probes and the lost deadline start */
-  if (!(l->node && !(l->g && l->g->rpath) &&
-        (!lock_margin_ok(l) || !lock_ttl_ok(l, zkl_bootnow()))))
-    lock_held_event(l); /* (else once confirmed) */
+  if (!confirm) lock_held_event(l); /* (else once confirmed) */
   if (l->g && l->g->rpath) {
     /* the acquirer is told once the guarded read is back: it rode behind
      * the listing that made us holder, or goes now (a sole predecessor's
      * deletion made us holder without a listing) */
     l->g->rpending = 1;
     if (l->g->rflight != l->t.epoch) guard_read(l);
-  } else if (l->node && (!lock_margin_ok(l) ||
-                          !lock_ttl_ok(l, zkl_bootnow()))) {
-    /* the wait outlasted our belief in the session (no request answered
-     * since it began: the predecessor's deletion is an event, which
-     * says nothing of when the server last heard us): not a hold to
-     * hand out yet.  Our node's get goes now; its answer (heard again,
-     * and the node there) tells the acquirer.  (section 9.2) */
+  } else if (confirm) {
+    /* our node's get goes now (a TTL node's renewal); its answer (heard
+     * again, and the node there) tells the acquirer: lock_confirmed */
     l->confirming = 1;
     if (l->ttl_ms > 0) lock_renew(l); /* (a TTL node: renewed, too) */
     else lock_watch_self(l);
@@ -519,7 +531,11 @@ static void lock_exists_cb(int rc, const struct Stat *st, const void *data) {
       } else {
         /* a TTL node's last change is unknown: renewed first (answered
          * before the listing, which follows it) */
-        if (ttl_node) { l->renewed = 0; lock_renew(l); }
+        if (ttl_node) {
+          l->renewed = 0;
+          l->ttl_mtime = st->mtime;
+          lock_renew(l);
+        }
         lock_list(l); /* (the self watch follows the listing) */
       }
     } else if (rc == ZOK || rc == ZNONODE) {

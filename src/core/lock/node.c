@@ -34,6 +34,7 @@ void lock_set_node(zkl_attempt *l, const char *name) {
   l->revoke_version = -1;
   l->renew_out = 0; /* (a renewal in flight was about the last node) */
   l->renewed = 0;
+  l->ttl_mtime = 0;
 }
 
 char *lock_nodepath(const zkl_attempt *l) {
